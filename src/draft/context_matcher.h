@@ -1,0 +1,98 @@
+// ContextMatcher: the context-match (PLD / GOOSE spine) draft source, docs/algorithms.md §1.3, §3.1.
+//
+// Contract
+// - The pool is every token appended so far (prompt incl. BOS, then committed tokens).
+//   Append() is O(1) amortized: it indexes, for each configured n, the n-gram whose successor
+//   just became known (the n-gram at the very end of the pool is never indexed, so a query
+//   never matches itself).
+// - Propose(): for n in `ngram_sizes` (longest first) look up the last n tokens of
+//   pool + `extra` (extra = tokens drafted but not committed, for chain extension); on the first
+//   hit take the earliest occurrence j and return up to `max_chain` tokens that follow it in
+//   pool + extra. Returns ngram = matched n (0 if no match).
+// - Consensus: for the longest n whose n-gram occurred before, at least 2 occurrences and all of
+//   them followed by the same token.
+// - Confidence (exact rational arithmetic, convention 15): see Confidence().
+// - Not thread-safe; one per sequence.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+namespace goose {
+
+struct MatcherParams {
+  std::vector<int> ngram_sizes = {5, 4, 3};  // longest first
+  int max_chain = 20;          // tokens returned per match
+  int long_match = 8;          // LONG_MATCH of §1.3
+  int max_extended_chain = 100;  // MAX_EXTENDED_CHAIN of §1.3 step 5
+};
+
+// A confidence value c = num / den in [0, 1], kept exact so budget arithmetic never rounds
+// (14-token match: c = 4/5 exactly, not 0.7999999999999999).
+struct Confidence {
+  int64_t num = 0;
+  int64_t den = 1;
+  double value() const { return static_cast<double>(num) / static_cast<double>(den); }
+  // floor(x * c) for integer x.
+  int64_t FloorTimes(int64_t x) const { return x * num / den; }
+  bool GreaterThan(int64_t n, int64_t d) const { return num * d > n * den; }
+  bool IsOne() const { return num == den && den != 0; }
+};
+
+// §1.3 step 4: len 0 -> 0; consensus -> 1; len >= long_match -> min(0.9, 0.7 + 0.2(len-8)/12);
+// else 0.6 * len / 8.
+Confidence MatchConfidence(int chain_len, bool consensus, int long_match = 8);
+
+struct ContextMatch {
+  std::vector<int32_t> tokens;  // continuation (empty if no match)
+  int ngram = 0;                // n of the matching n-gram (0 = none)
+  int64_t start = -1;           // pool index where the continuation starts
+};
+
+class ContextMatcher {
+ public:
+  explicit ContextMatcher(MatcherParams params = {});
+
+  void Append(int32_t token);
+  void Append(std::span<const int32_t> tokens);
+  void Clear();
+  const std::vector<int32_t>& pool() const { return pool_; }
+  const MatcherParams& params() const { return params_; }
+
+  // Longest-first, earliest-occurrence match on pool + extra, continuation up to `max_tokens`
+  // (default params.max_chain).
+  ContextMatch Propose(std::span<const int32_t> extra = {}, int max_tokens = -1) const;
+  // Consensus of the longest n-gram (of pool + extra) that occurred before.
+  bool Consensus(std::span<const int32_t> extra = {}) const;
+  // §1.3 steps 1-5: match, confidence, and chain extension while c > 0.6. Returns the spine
+  // chain and its confidence (confidence of the initial match).
+  struct Spine {
+    std::vector<int32_t> tokens;
+    Confidence confidence;
+    int ngram = 0;
+    bool consensus = false;
+  };
+  Spine ProposeSpine() const;
+
+  // PLD baseline (§3.1): n = max_n..min_n, earliest match, `num_tokens` continuation.
+  std::vector<int32_t> ProposePld(int max_n = 3, int min_n = 1, int num_tokens = 10) const;
+
+  size_t memory_bytes() const;
+
+ private:
+  struct Entry {
+    int64_t first_pos = -1;     // start index of the earliest occurrence
+    int32_t count = 0;          // occurrences with a known successor
+    int32_t next_token = -1;    // successor of the first occurrence
+    bool all_next_same = true;  // all occurrences followed by next_token
+  };
+  MatcherParams params_;
+  std::vector<int32_t> pool_;
+  // One index per n in params_.ngram_sizes (plus the PLD sizes), keyed by n-gram hash; entries
+  // are verified against the pool on lookup to rule out hash collisions.
+  std::vector<std::unordered_multimap<uint64_t, Entry>> index_;
+};
+
+}  // namespace goose

@@ -1,0 +1,70 @@
+// TransitionTable: Token Recycling's successor table (TR), with GOOSE's bigram tier
+// (docs/algorithms.md §1.4, §2.1, §8.5).
+//
+// Contract
+// - Unigram tier: dense [n_vocab x K] successor ids and scores plus an observed bit per row.
+//   Bigram tier: bounded open-addressing table keyed by (prev, tok) with K ids/scores per slot
+//   (replace on collision), so memory is fixed at construction and reported by memory_bytes().
+// - Harvest(prev, tok, ids, scores): overwrite row `tok` (and bigram (prev, tok) when prev >= 0)
+//   with the top-K of the row whose *input* token was tok. The caller harvests rows in node
+//   order, so the last occurrence of a token in a pass wins.
+// - Successors(tok, prev): bigram list if present, else the observed unigram row, else empty;
+//   sorted by score descending. UnigramRow(tok) gives the raw row (zeros when never harvested,
+//   as TR's zero-initialised matrix).
+// - Scores: softmax over the K top logits (TopK helper below); ties go to the lower id.
+// - Save/Load a binary file (magic, version, n_vocab, K, both tiers); Load validates sizes.
+// - Not thread-safe; may be shared across requests of one model (hot start).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "util/status.h"
+
+namespace goose {
+
+struct Candidate {
+  int32_t token;
+  float score;
+};
+
+// Top-k of a logits row: ids by logit descending (ties: lower id first) and softmax over those
+// k logits only. ids/scores must hold k entries.
+void TopK(const float* logits, int n_vocab, int k, int32_t* ids, float* scores);
+
+class TransitionTable {
+ public:
+  TransitionTable(int n_vocab, int k = 10, int bigram_log2_slots = 16, bool use_bigram = true);
+
+  void Harvest(int32_t prev, int32_t tok, std::span<const int32_t> ids,
+               std::span<const float> scores);
+  std::vector<Candidate> Successors(int32_t tok, int32_t prev) const;
+  bool HasSuccessors(int32_t tok, int32_t prev) const;
+  bool Observed(int32_t tok) const;
+  // Raw unigram row (K entries; all zero ids/scores if never harvested).
+  std::span<const int32_t> UnigramIds(int32_t tok) const;
+  std::span<const float> UnigramScores(int32_t tok) const;
+
+  void Clear();
+  Status Save(const std::string& path) const;
+  Status Load(const std::string& path);
+
+  int n_vocab() const { return n_vocab_; }
+  int k() const { return k_; }
+  size_t memory_bytes() const;
+  size_t bigram_entries() const;
+
+ private:
+  int n_vocab_, k_;
+  bool use_bigram_;
+  std::vector<int32_t> uni_ids_;    // [n_vocab, k]
+  std::vector<float> uni_scores_;   // [n_vocab, k]
+  std::vector<uint8_t> observed_;   // [n_vocab]
+  std::vector<uint64_t> bi_keys_;   // [slots]; 0 = empty, else ((prev+1) << 32) | tok
+  std::vector<int32_t> bi_ids_;     // [slots, k]
+  std::vector<float> bi_scores_;    // [slots, k]
+};
+
+}  // namespace goose

@@ -1,0 +1,133 @@
+// GgufFile: a memory-mapped, bounds-checked reader for GGUF v2 and v3 files.
+//
+// Contract
+// - Open() maps the file read-only and parses header, metadata and tensor directory eagerly.
+//   Every malformed input yields a Status whose message names the file, what is wrong, and the
+//   byte offset and/or key/tensor name: bad magic or version, truncation anywhere, absurd
+//   counts/lengths (never allocates more than the file could hold), unknown value or tensor
+//   types, duplicate keys or tensor names, tensor data misaligned or past the end of the file.
+//   It never aborts, never reads out of bounds.
+// - Metadata values are fully materialized (nested arrays included); tensor data stays in the
+//   mapping and is exposed as a pointer valid for the lifetime of the GgufFile.
+// - Immutable after Open(); safe to share across threads.
+// Format reference: llama.cpp ggml/include/gguf.h (first 30 lines) and docs/gguf.md.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "util/dtype.h"
+#include "util/status.h"
+
+namespace goose {
+
+enum class GgufType : uint32_t {
+  kUint8 = 0,
+  kInt8 = 1,
+  kUint16 = 2,
+  kInt16 = 3,
+  kUint32 = 4,
+  kInt32 = 5,
+  kFloat32 = 6,
+  kBool = 7,
+  kString = 8,
+  kArray = 9,
+  kUint64 = 10,
+  kInt64 = 11,
+  kFloat64 = 12,
+};
+
+// One metadata value. Scalars live in the matching field; arrays in `array` (all elements of
+// type `elem_type`; nested arrays allowed).
+struct GgufValue {
+  GgufType type = GgufType::kUint32;
+  uint64_t u = 0;      // unsigned integer types and bool
+  int64_t i = 0;       // signed integer types
+  double f = 0;        // float32 / float64
+  std::string str;     // string
+  GgufType elem_type = GgufType::kUint32;  // arrays only
+  std::vector<GgufValue> array;
+
+  bool is_integer() const;
+  bool is_float() const { return type == GgufType::kFloat32 || type == GgufType::kFloat64; }
+  // Integer value of any integer/bool type (unsigned reinterpreted as int64).
+  int64_t AsInt() const;
+  // Numeric value of any integer or float type.
+  double AsDouble() const;
+
+  // Constructors for writers and tests.
+  static GgufValue U32(uint32_t v);
+  static GgufValue I32(int32_t v);
+  static GgufValue U64(uint64_t v);
+  static GgufValue F32(float v);
+  static GgufValue Bool(bool v);
+  static GgufValue String(std::string v);
+  static GgufValue Array(GgufType elem_type, std::vector<GgufValue> elems);
+  static GgufValue StringArray(const std::vector<std::string>& v);
+  static GgufValue F32Array(const std::vector<float>& v);
+  static GgufValue I32Array(const std::vector<int32_t>& v);
+};
+
+std::string_view GgufTypeName(GgufType t);
+
+struct GgufTensorInfo {
+  std::string name;
+  std::vector<int64_t> dims;  // ne[0] first: ne[0] is the contiguous (row) dimension
+  DType dtype = DType::kF32;
+  uint64_t offset = 0;        // relative to the start of the data section
+  uint64_t n_bytes = 0;
+  const uint8_t* data = nullptr;  // into the mapping
+
+  int64_t n_elements() const;
+};
+
+class GgufFile {
+ public:
+  static StatusOr<std::unique_ptr<GgufFile>> Open(const std::string& path);
+  // Parses an in-memory image (copied); `name` is used in error messages. For tests.
+  static StatusOr<std::unique_ptr<GgufFile>> FromBytes(std::string_view bytes,
+                                                       const std::string& name);
+  ~GgufFile();
+  GgufFile(const GgufFile&) = delete;
+  GgufFile& operator=(const GgufFile&) = delete;
+
+  const std::string& path() const { return path_; }
+  uint32_t version() const { return version_; }
+  uint64_t alignment() const { return alignment_; }
+  uint64_t file_size() const { return size_; }
+
+  // Metadata in file order.
+  const std::vector<std::pair<std::string, GgufValue>>& metadata() const { return kv_; }
+  const GgufValue* Find(std::string_view key) const;
+  // Typed look-ups: nullopt if absent or of an incompatible type.
+  std::optional<int64_t> GetInt(std::string_view key) const;
+  std::optional<double> GetFloat(std::string_view key) const;   // int or float types
+  std::optional<std::string> GetString(std::string_view key) const;
+  const std::vector<GgufValue>* GetArray(std::string_view key) const;
+
+  const std::vector<GgufTensorInfo>& tensors() const { return tensors_; }
+  const GgufTensorInfo* FindTensor(std::string_view name) const;
+
+ private:
+  GgufFile() = default;
+  Status Parse();
+
+  std::string path_;
+  const uint8_t* base_ = nullptr;
+  uint64_t size_ = 0;
+  bool mmapped_ = false;
+  std::string owned_;  // FromBytes storage
+  uint32_t version_ = 0;
+  uint64_t alignment_ = 32;
+  std::vector<std::pair<std::string, GgufValue>> kv_;
+  std::unordered_map<std::string, size_t> kv_index_;
+  std::vector<GgufTensorInfo> tensors_;
+  std::unordered_map<std::string, size_t> tensor_index_;
+};
+
+}  // namespace goose

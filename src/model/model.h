@@ -1,0 +1,106 @@
+// Model and Context: a Llama-family transformer loaded from GGUF, and the per-sequence state
+// (KV cache, activations) that scores token *trees* in one forward pass.
+//
+// Contract
+// - Model::Load maps the GGUF, validates architecture (`llama`, `qwen2`), hyper-parameters and
+//   every tensor's name, shape and dtype, and builds the tokenizer. Any problem is a Status naming
+//   the file and key/tensor. A Model is immutable after Load and may be shared by many Contexts.
+// - Context::Forward(tokens, parents) evaluates N new tokens at once. parents[i] is -1 (a root:
+//   a child of the committed prefix) or an index j < i in the same batch. Token i sits at
+//   position n_past() + depth(i) and attends to the committed KV entries [0, n_past()) plus
+//   exactly its in-batch ancestors and itself. A chain is parents[i] = i - 1.
+// - Bit-identical by construction: the logits of node i equal, bit for bit, the logits of the
+//   same token evaluated one at a time after the same prefix, whatever the tree shape, batch
+//   size or thread count (fixed summation orders; masked keys skipped, never padded).
+// - After Forward the batch's KV entries are *pending* in slots [n_past, n_past + N).
+//   KeepPath(path) commits the root-to-node path `path` (batch indices, path[0] a root, each the
+//   parent of the next) by compacting those slots in place and drops the rest; Truncate(n)
+//   drops committed entries at positions >= n. Forward without KeepPath leaves nothing committed.
+// - Errors: Forward returns a Status if the batch does not fit the context or is malformed.
+// - Not thread-safe: one Context per sequence; it owns its scratch buffers.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "gguf/gguf_file.h"
+#include "model/llama_config.h"
+#include "ops/ops.h"
+#include "tokenizer/tokenizer.h"
+#include "util/status.h"
+#include "util/thread_pool.h"
+
+namespace goose {
+
+struct LayerWeights {
+  WeightMatrix wq, wk, wv, wo;     // [n_head*head_dim, n_embd], [n_head_kv*head_dim, n_embd], ..
+  const float* bq = nullptr;       // qwen2 biases [n_head*head_dim] (else null)
+  const float* bk = nullptr;       // [n_head_kv*head_dim]
+  const float* bv = nullptr;       // [n_head_kv*head_dim]
+  WeightMatrix w_gate, w_up, w_down;  // [n_ff, n_embd], [n_ff, n_embd], [n_embd, n_ff]
+  const float* attn_norm = nullptr;   // [n_embd]
+  const float* ffn_norm = nullptr;    // [n_embd]
+};
+
+class Model {
+ public:
+  static StatusOr<std::unique_ptr<Model>> Load(const std::string& path);
+
+  const LlamaConfig& config() const { return config_; }
+  const Tokenizer& tokenizer() const { return *tokenizer_; }
+  const GgufFile& gguf() const { return *gguf_; }
+  // Bytes of weights read per token (all matrices + embeddings row + norms).
+  uint64_t weight_bytes() const { return weight_bytes_; }
+
+  const WeightMatrix& token_embd() const { return token_embd_; }  // [n_vocab, n_embd]
+  const WeightMatrix& output() const { return output_; }          // [n_vocab, n_embd]
+  const float* output_norm() const { return output_norm_; }       // [n_embd]
+  const std::vector<LayerWeights>& layers() const { return layers_; }
+
+ private:
+  Model() = default;
+  std::unique_ptr<GgufFile> gguf_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  LlamaConfig config_;
+  WeightMatrix token_embd_, output_;
+  const float* output_norm_ = nullptr;
+  std::vector<LayerWeights> layers_;
+  std::vector<std::vector<float>> owned_f32_;  // norms/biases converted to f32 if stored otherwise
+  uint64_t weight_bytes_ = 0;
+};
+
+class Context {
+ public:
+  // n_ctx: KV capacity in tokens (0 = min(model's context length, 4096)).
+  Context(const Model& model, int n_ctx, ThreadPool* pool);
+  ~Context();
+
+  Status Forward(std::span<const int32_t> tokens, std::span<const int32_t> parents);
+  // Convenience: a causal chain continuing the committed prefix.
+  Status ForwardChain(std::span<const int32_t> tokens);
+
+  // Logits of batch row i of the last Forward: [n_vocab].
+  const float* logits(int i) const;
+  int n_batch() const { return n_batch_; }
+
+  void KeepPath(std::span<const int32_t> path);
+  void Truncate(int n_past);
+
+  int n_past() const { return n_past_; }
+  int n_ctx() const { return n_ctx_; }
+  const Model& model() const { return model_; }
+
+ private:
+  struct Impl;
+  const Model& model_;
+  ThreadPool* pool_;
+  int n_ctx_ = 0;
+  int n_past_ = 0;
+  int n_batch_ = 0;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace goose

@@ -1,0 +1,37 @@
+// DraftTree: a tree of drafted tokens, node 0 = the anchor (root), in structure-of-arrays form.
+// Invariants (CheckInvariants): parents[0] == -1; 0 <= parents[i] < i for i > 0;
+// depth[i] == depth[parents[i]] + 1; sibling tokens are distinct. Node order is creation order
+// (convention 9): root, spine, root branches, spine branches, BFS extension.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace goose {
+
+enum class NodeSource : uint8_t { kRoot = 0, kSpine = 1, kBranch = 2, kChain = 3 };
+constexpr int kNumSources = 4;
+const char* NodeSourceName(NodeSource s);
+
+struct DraftTree {
+  std::vector<int32_t> tokens;   // [n]
+  std::vector<int32_t> parents;  // [n], -1 for the root
+  std::vector<int32_t> depth;    // [n], root = 0
+  std::vector<NodeSource> source;  // [n]
+  std::vector<int32_t> rank;     // [n], position in the source's candidate list (0-based)
+  std::vector<float> score;      // [n], table score the node was drafted with (1 for spine)
+
+  int size() const { return static_cast<int>(tokens.size()); }
+  void Clear();
+  // Starts a tree with the anchor as root.
+  void Reset(int32_t anchor);
+  // Appends a child of `parent`; returns its index. Does not check sibling distinctness.
+  int Add(int32_t token, int parent, NodeSource src, int rank = 0, float score = 1.0f);
+  // Index of the child of `node` carrying `token`, or -1 (O(n); trees are small).
+  int FindChild(int node, int32_t token) const;
+  // Empty string if all invariants hold, else a description of the first violation.
+  std::string CheckInvariants() const;
+};
+
+}  // namespace goose
