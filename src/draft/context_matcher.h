@@ -12,6 +12,16 @@
 // - Consensus: for the longest n whose n-gram occurred before, at least 2 occurrences and all of
 //   them followed by the same token.
 // - Confidence (exact rational arithmetic, convention 15): see Confidence().
+// - ProposeSpine (§1.3 steps 1-5): c = MatchConfidence(|S|, Consensus()); if c > 3/5, limit =
+//   floor(max_extended_chain * c) and, while |chain| < limit, Propose(extra = chain) and append
+//   the whole continuation (up to max_chain). Convention 10: the chain is NOT cut back to the
+//   limit (it may end up to max_chain - 1 tokens past it); the tree builder cuts it at
+//   floor(B * r). Saturated cycles (c == 1): a continuation whose own confidence, evaluated on
+//   pool + chain before appending, is below 1 is appended and then extension stops.
+// - ProposePld follows the reference PLD code (§3.1): for n = max_n..min_n, the earliest window
+//   j equal to the last n pool tokens with j + n < |pool| - n (continuation starts before the
+//   query window) and j + n + num_tokens <= |pool| (the FULL continuation must exist; shorter
+//   ones are not returned). Because both are upper bounds on j, the earliest occurrence decides.
 // - Not thread-safe; one per sequence.
 #pragma once
 
@@ -88,11 +98,25 @@ class ContextMatcher {
     int32_t next_token = -1;    // successor of the first occurrence
     bool all_next_same = true;  // all occurrences followed by next_token
   };
+  using Index = std::unordered_multimap<uint64_t, Entry>;
+  struct Match {
+    int n = 0;  // 0 = no n-gram of ngram_sizes occurred before
+    Entry entry;
+  };
+  // Occurrences (with a known successor) of the last n tokens of pool + extra: the pool index,
+  // plus a scan of the few windows whose successor lies in `extra` (or a full scan when n is
+  // not indexed).
+  Entry Lookup(int n, std::span<const int32_t> extra) const;
+  // Longest n of params_.ngram_sizes that occurred before.
+  Match LongestMatch(std::span<const int32_t> extra) const;
+  const Index* IndexFor(int n) const;
+
   MatcherParams params_;
   std::vector<int32_t> pool_;
-  // One index per n in params_.ngram_sizes (plus the PLD sizes), keyed by n-gram hash; entries
-  // are verified against the pool on lookup to rule out hash collisions.
-  std::vector<std::unordered_multimap<uint64_t, Entry>> index_;
+  // One index per n in indexed_ns_ (params_.ngram_sizes plus the PLD sizes 1..3), keyed by
+  // n-gram hash; multimap so colliding n-grams get separate entries, verified against the pool.
+  std::vector<int> indexed_ns_;
+  std::vector<Index> index_;
 };
 
 }  // namespace goose

@@ -12,7 +12,13 @@
 //   sorted by score descending. UnigramRow(tok) gives the raw row (zeros when never harvested,
 //   as TR's zero-initialised matrix).
 // - Scores: softmax over the K top logits (TopK helper below); ties go to the lower id.
-// - Save/Load a binary file (magic, version, n_vocab, K, both tiers); Load validates sizes.
+// - Rows are stored sorted by score descending (stable, so TopK's lower-id-first ties survive);
+//   a harvest with fewer than K entries pads with id -1 / score 0, which Successors drops.
+// - Bigram tier: 2^bigram_log2_slots slots, a key probes 4 slots from its hash; when all 4 hold
+//   other keys the home slot is overwritten (the older bigram is forgotten).
+// - Save/Load a binary file (magic, version, n_vocab, K, both tiers); Load validates the header
+//   (n_vocab and K must equal this table's), the exact size and every id, and leaves the table
+//   unchanged on error. Load adopts the file's bigram slot count.
 // - Not thread-safe; may be shared across requests of one model (hot start).
 #pragma once
 
@@ -65,6 +71,12 @@ class TransitionTable {
   std::vector<uint64_t> bi_keys_;   // [slots]; 0 = empty, else ((prev+1) << 32) | tok
   std::vector<int32_t> bi_ids_;     // [slots, k]
   std::vector<float> bi_scores_;    // [slots, k]
+  size_t bigram_count_ = 0;         // occupied slots
+
+  static constexpr size_t kNoSlot = ~size_t{0};
+  size_t FindSlot(uint64_t key) const;  // slot holding key, or kNoSlot
+  // The row Successors reads (bigram, else observed unigram), or nullptr.
+  const int32_t* FindRow(int32_t tok, int32_t prev, const float** scores) const;
 };
 
 }  // namespace goose

@@ -1,0 +1,154 @@
+// goose generate: plain or speculative generation, text streamed to stdout, speed to stderr.
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "engine/engine.h"
+#include "engine/report.h"
+#include "model/model.h"
+#include "tokenizer/tokenizer.h"
+
+namespace goose::cli {
+
+namespace {
+
+struct GenerateFlags {
+  std::string model, prompt, prompt_file, spec = "none", preset, tr_cache;
+  int n_predict = 128, n_ctx = 0, threads = 0, top_k = 40, budget = 0, branch_k = 3;
+  float temp = 0.0f, top_p = 0.95f;
+  uint64_t seed = 0;
+  bool json = false, ignore_eos = false, no_bos = false, has_prompt = false;
+};
+
+int RunGenerate(const GenerateFlags& f) {
+  GenerateParams params;
+  if (!ParseSpecMethod(f.spec, &params.spec.method)) {
+    return Fail("unknown --spec '" + f.spec + "' (none|pld|tr|balanced|sequoia|goose)");
+  }
+  if (!f.preset.empty() && f.preset != "paper") {
+    return Fail("unknown --goose-preset '" + f.preset + "' (the only preset is 'paper')");
+  }
+  std::string prompt = f.prompt;
+  if (!f.prompt_file.empty()) {
+    if (f.has_prompt) return Fail("give the prompt with -p or -f, not both");
+    std::ifstream in(f.prompt_file, std::ios::binary);
+    if (!in) return Fail("cannot read prompt file '" + f.prompt_file + "'");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    prompt = ss.str();
+  }
+  const std::string path = ResolveModelPath(f.model);
+  if (path.empty()) return 1;
+  auto model_or = Model::Load(path);
+  if (!model_or.ok()) return Fail(model_or.status().message());
+  const Model& model = **model_or;
+  const Tokenizer& tok = model.tokenizer();
+
+  params.n_predict = f.n_predict;
+  params.ignore_eos = f.ignore_eos;
+  params.sampling.temp = f.temp;
+  params.sampling.top_k = f.top_k;
+  params.sampling.top_p = f.top_p;
+  params.sampling.seed = f.seed;
+  params.spec.budget = f.budget;
+  params.spec.branch_k = f.branch_k;
+  params.spec.paper_preset = f.preset == "paper";
+
+  ThreadPool pool(f.threads > 0 ? f.threads : ThreadPool::DefaultThreads());
+  Engine engine(model, f.n_ctx, &pool);
+  const std::vector<int32_t> prompt_tokens = tok.Encode(prompt, !f.no_bos);
+  if (static_cast<int>(prompt_tokens.size()) >= engine.n_ctx()) {
+    return Fail("prompt is " + std::to_string(prompt_tokens.size()) +
+                " tokens long but the context holds " + std::to_string(engine.n_ctx()) +
+                " (raise -c)");
+  }
+  TransitionTable* table = engine.table(params.spec.method);
+  if (!f.tr_cache.empty() && table && std::filesystem::exists(f.tr_cache)) {
+    Status st = table->Load(f.tr_cache);
+    if (!st.ok()) return Fail(st.message());
+    params.spec.keep_table = 1;  // a loaded table is meant to be used
+  }
+
+  StreamDecoder decoder(tok);
+  TokenCallback stream;
+  if (!f.json) {
+    std::fwrite(prompt.data(), 1, prompt.size(), stdout);
+    std::fflush(stdout);
+    stream = [&](std::span<const int32_t> toks) {
+      std::string text;
+      for (int32_t t : toks) text += decoder.Push(t);
+      std::fwrite(text.data(), 1, text.size(), stdout);
+      std::fflush(stdout);
+      return true;
+    };
+  }
+  auto result_or = engine.Generate(prompt_tokens, params, stream);
+  if (!result_or.ok()) return Fail(result_or.status().message());
+  const GenerateResult& r = *result_or;
+  if (!f.tr_cache.empty() && table) {
+    Status st = table->Save(f.tr_cache);
+    if (!st.ok()) return Fail(st.message());
+  }
+
+  nlohmann::json stats = GenerateStatsJson(r, static_cast<int>(prompt_tokens.size()));
+  stats["method"] = f.spec;
+  if (table) stats["table_bytes"] = table->memory_bytes();
+  if (f.json) {
+    nlohmann::json j;
+    j["prompt_tokens"] = prompt_tokens;
+    j["tokens"] = r.tokens;
+    j["text"] = tok.Decode(r.tokens);
+    j["stats"] = stats;
+    std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+  } else {
+    const std::string tail = decoder.Flush();
+    std::fwrite(tail.data(), 1, tail.size(), stdout);
+    std::printf("\n");
+    std::fflush(stdout);
+    std::fprintf(stderr,
+                 "prompt: %zu tokens, %.1f tok/s | generated: %zu tokens, %.1f tok/s | "
+                 "spec %s: %lld passes, MAT %.3f\n",
+                 prompt_tokens.size(), stats["prompt_tokens_per_second"].get<double>(),
+                 r.tokens.size(), stats["tokens_per_second"].get<double>(), f.spec.c_str(),
+                 static_cast<long long>(r.stats.cycles),
+                 stats["mean_accepted_tokens"].get<double>());
+    if (r.hit_context_limit) std::fprintf(stderr, "goose: stopped at the context limit\n");
+  }
+  return 0;
+}
+
+}  // namespace
+
+Runner AddGenerateCommand(CLI::App& app) {
+  auto f = std::make_shared<GenerateFlags>();
+  app.add_option("-m,--model", f->model, "GGUF model (default ../shared/models/stories260K.gguf)");
+  app.add_option("-p,--prompt", f->prompt, "prompt text")->each([f](const std::string&) {
+    f->has_prompt = true;
+  });
+  app.add_option("-f,--file", f->prompt_file, "read the prompt from a file");
+  app.add_option("-n,--n-predict", f->n_predict, "tokens to generate")->check(CLI::Range(0, 1 << 24));
+  app.add_option("-c,--ctx-size", f->n_ctx, "context length (0 = min(model, 4096))")
+      ->check(CLI::Range(0, 1 << 20));
+  app.add_option("-t,--threads", f->threads, "threads (0 = all cores)")->check(CLI::Range(0, 1024));
+  app.add_option("--temp", f->temp, "temperature (0 = greedy)")->check(CLI::Range(0.0, 100.0));
+  app.add_option("--top-k", f->top_k, "top-k (0 = off)")->check(CLI::Range(0, 1 << 24));
+  app.add_option("--top-p", f->top_p, "top-p")->check(CLI::Range(0.0, 1.0));
+  app.add_option("--seed", f->seed, "sampling seed");
+  app.add_option("--spec", f->spec, "none|pld|tr|balanced|sequoia|goose");
+  app.add_option("--goose-preset", f->preset, "paper: the reference GOOSE defaults");
+  app.add_option("--budget", f->budget, "tree node budget incl. root (0 = method default)")
+      ->check(CLI::Range(0, 128));
+  app.add_option("--branch-k", f->branch_k, "balanced tree: children per node")
+      ->check(CLI::Range(1, 10));
+  app.add_option("--tr-cache", f->tr_cache, "load/save the transition table from/to this file");
+  app.add_flag("--ignore-eos", f->ignore_eos, "keep generating past end-of-sequence tokens");
+  app.add_flag("--no-bos", f->no_bos, "do not prepend BOS to the prompt");
+  app.add_flag("--json", f->json, "print one JSON object instead of streaming text");
+  return [f] { return RunGenerate(*f); };
+}
+
+}  // namespace goose::cli

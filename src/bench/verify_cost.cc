@@ -1,0 +1,98 @@
+#include "bench/verify_cost.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <memory>
+
+#include "util/rng.h"
+
+namespace goose {
+
+namespace {
+
+double Now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+}  // namespace
+
+StatusOr<std::vector<VerifyCostPoint>> MeasureVerifyCost(const Model& model, ThreadPool* pool,
+                                                         const VerifyCostOptions& opt) {
+  if (opt.nodes.empty()) return Status::Error("no node counts to measure");
+  const int max_nodes = *std::max_element(opt.nodes.begin(), opt.nodes.end());
+  if (max_nodes < 1 || opt.prefix < 1 || opt.reps < 1) {
+    return Status::Error("node counts, prefix and reps must be positive");
+  }
+  Context ctx(model, opt.prefix + max_nodes + 1, pool);
+  if (ctx.n_ctx() < opt.prefix + max_nodes) {
+    return Status::Error(StrFormat("prefix %d + %d nodes exceed the model's context of %d",
+                                   opt.prefix, max_nodes, ctx.n_ctx()));
+  }
+  SplitMix64 rng(opt.seed);
+  const int n_vocab = model.config().n_vocab;
+  std::vector<int32_t> prefix(opt.prefix);
+  for (int32_t& t : prefix) t = static_cast<int32_t>(rng.Below(n_vocab));
+  GOOSE_RETURN_IF_ERROR(ctx.ForwardChain(prefix));
+  std::vector<int32_t> keep(opt.prefix);
+  for (int i = 0; i < opt.prefix; ++i) keep[i] = i;
+  ctx.KeepPath(keep);
+
+  std::vector<VerifyCostPoint> curve;
+  for (int n : opt.nodes) {
+    std::vector<double> times;
+    for (int rep = 0; rep <= opt.reps; ++rep) {  // rep 0 warms up
+      std::vector<int32_t> tokens(n), parents(n);
+      for (int i = 0; i < n; ++i) {
+        tokens[i] = static_cast<int32_t>(rng.Below(n_vocab));
+        parents[i] = i == 0 ? -1 : static_cast<int32_t>(rng.Below(i));
+      }
+      const double t0 = Now();
+      GOOSE_RETURN_IF_ERROR(ctx.Forward(tokens, parents));
+      const double dt = Now() - t0;
+      if (rep > 0) times.push_back(dt);
+    }
+    curve.push_back({n, Median(times)});
+  }
+  return curve;
+}
+
+double MeasureReadBandwidth(ThreadPool* pool, size_t bytes) {
+  const size_t n = bytes / sizeof(uint64_t);
+  std::unique_ptr<uint64_t[]> buf(new uint64_t[n]);
+  pool->ParallelFor(static_cast<int64_t>(n), [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) buf[i] = static_cast<uint64_t>(i);
+  });
+  std::vector<uint64_t> sinks(pool->size());
+  double best = 0;
+  for (int rep = 0; rep < 4; ++rep) {
+    const double t0 = Now();
+    pool->Run([&](int t, int nt) {
+      const size_t b = n * t / nt, e = n * (t + 1) / nt;
+      uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+      size_t i = b;
+      for (; i + 4 <= e; i += 4) {
+        a0 += buf[i];
+        a1 += buf[i + 1];
+        a2 += buf[i + 2];
+        a3 += buf[i + 3];
+      }
+      for (; i < e; ++i) a0 += buf[i];
+      sinks[t] = a0 + a1 + a2 + a3;
+    });
+    const double dt = Now() - t0;
+    if (rep > 0) best = std::max(best, static_cast<double>(n * sizeof(uint64_t)) / dt / 1e9);
+  }
+  volatile uint64_t sink = 0;
+  for (uint64_t s : sinks) sink = sink + s;
+  (void)sink;
+  return best;
+}
+
+}  // namespace goose

@@ -1,0 +1,80 @@
+#include "engine/report.h"
+
+namespace goose {
+
+double MeanAcceptedTokens(int64_t n_generated, int64_t forward_passes) {
+  return forward_passes > 0 ? static_cast<double>(n_generated) / forward_passes
+                            : static_cast<double>(n_generated);
+}
+
+nlohmann::json SpecStatsJson(const SpecStats& s, int64_t n_generated) {
+  using nlohmann::json;
+  json j;
+  j["forward_passes"] = s.cycles;
+  j["mean_accepted_tokens"] = MeanAcceptedTokens(n_generated, s.cycles);
+  json routes = json::object();
+  for (int r = 0; r < kNumRoutes; ++r) routes[RouteName(static_cast<Route>(r))] = s.route_cycles[r];
+  j["routes"] = routes;
+  json drafted = json::object(), accepted = json::object(), reached = json::object(),
+       rate = json::object();
+  for (int src = 1; src < kNumSources; ++src) {
+    const char* name = NodeSourceName(static_cast<NodeSource>(src));
+    drafted[name] = s.drafted[src];
+    accepted[name] = s.accepted[src];
+    reached[name] = s.reached[src];
+    rate[name] = s.reached[src] ? static_cast<double>(s.accepted[src]) / s.reached[src] : 0.0;
+  }
+  j["drafted"] = drafted;
+  j["accepted"] = accepted;
+  j["reached"] = reached;
+  j["acceptance_per_reached"] = rate;
+  // Per depth and rank, trimmed after the last non-empty bucket.
+  json by_depth = json::object(), by_rank = json::object();
+  for (int src = 1; src < kNumSources; ++src) {
+    const char* name = NodeSourceName(static_cast<NodeSource>(src));
+    int last = -1;
+    for (int d = 0; d <= SpecStats::kMaxDepth; ++d) {
+      if (s.drafted_depth[src][d]) last = d;
+    }
+    json rows = json::array();
+    for (int d = 1; d <= last; ++d) {
+      rows.push_back({{"depth", d},
+                      {"drafted", s.drafted_depth[src][d]},
+                      {"reached", s.reached_depth[src][d]},
+                      {"accepted", s.accepted_depth[src][d]}});
+    }
+    if (last >= 1) by_depth[name] = rows;
+    last = -1;
+    for (int k = 0; k < SpecStats::kMaxRank; ++k) {
+      if (s.reached_rank[src][k]) last = k;
+    }
+    rows = json::array();
+    for (int k = 0; k <= last; ++k) {
+      rows.push_back(
+          {{"rank", k}, {"reached", s.reached_rank[src][k]}, {"accepted", s.accepted_rank[src][k]}});
+    }
+    if (last >= 0) by_rank[name] = rows;
+  }
+  j["acceptance_by_depth"] = by_depth;
+  j["acceptance_by_rank"] = by_rank;
+  j["spine_continuation_cycles"] = s.spine_continuation_cycles;
+  j["spine_continuation_tokens"] = s.spine_continuation_tokens;
+  j["bonus_tokens"] = s.bonus;
+  return j;
+}
+
+nlohmann::json GenerateStatsJson(const GenerateResult& r, int n_prompt) {
+  const int64_t n = static_cast<int64_t>(r.tokens.size());
+  nlohmann::json j = SpecStatsJson(r.stats, n);
+  j["prompt_tokens"] = n_prompt;
+  j["generated_tokens"] = n;
+  j["prompt_seconds"] = r.prefill_seconds;
+  j["generation_seconds"] = r.decode_seconds;
+  j["prompt_tokens_per_second"] = r.prefill_seconds > 0 ? n_prompt / r.prefill_seconds : 0.0;
+  // The first generated token comes from the prefill pass; the rest from decode passes.
+  j["tokens_per_second"] = r.decode_seconds > 0 ? (n - 1) / r.decode_seconds : 0.0;
+  j["hit_context_limit"] = r.hit_context_limit;
+  return j;
+}
+
+}  // namespace goose

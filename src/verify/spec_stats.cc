@@ -1,0 +1,126 @@
+// SpecStats accumulation (see spec_stats.h).
+#include "verify/spec_stats.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "util/check.h"
+#include "util/status.h"
+
+namespace goose {
+
+const char* RouteName(Route r) {
+  switch (r) {
+    case Route::kAr:
+      return "ar";
+    case Route::kChain:
+      return "chain";
+    case Route::kBranchTree:
+      return "branch_tree";
+    case Route::kSpineTree:
+      return "spine_tree";
+  }
+  return "?";
+}
+
+Route InferRoute(const DraftTree& tree) {
+  if (tree.size() <= 1) return Route::kAr;
+  bool spine = false;
+  for (int i = 1; i < tree.size(); ++i) {
+    if (tree.source[i] == NodeSource::kChain) return Route::kChain;
+    spine |= tree.source[i] == NodeSource::kSpine;
+  }
+  return spine ? Route::kSpineTree : Route::kBranchTree;
+}
+
+void AccumulateStats(const DraftTree& tree, const AcceptResult& result, SpecStats* stats) {
+  const int n = tree.size();
+  GOOSE_CHECK(stats != nullptr && n >= 1);
+  ++stats->cycles;
+  ++stats->route_cycles[static_cast<int>(InferRoute(tree))];
+  stats->committed += static_cast<int64_t>(result.tokens.size());
+  if (result.bonus >= 0) ++stats->bonus;
+  if (result.stopped) ++stats->stopped;
+
+  std::vector<uint8_t> on_path(n, 0);
+  on_path[0] = 1;
+  for (int v : result.path) {
+    GOOSE_CHECK(v > 0 && v < n);
+    on_path[v] = 1;
+  }
+  std::vector<uint8_t> has_branch_child(n, 0);
+  const bool have_rank = static_cast<int>(tree.rank.size()) == n;
+  for (int i = 1; i < n; ++i) {
+    const int s = static_cast<int>(tree.source[i]);
+    const int d = std::clamp(tree.depth[i], 0, SpecStats::kMaxDepth);
+    const int r = std::clamp(have_rank ? tree.rank[i] : 0, 0, SpecStats::kMaxRank - 1);
+    const int p = tree.parents[i];
+    ++stats->drafted[s];
+    ++stats->drafted_depth[s][d];
+    if (tree.source[i] == NodeSource::kBranch) has_branch_child[p] = 1;
+    if (!on_path[p]) continue;
+    ++stats->reached[s];
+    ++stats->reached_depth[s][d];
+    ++stats->reached_rank[s][r];
+    if (!on_path[i]) continue;
+    ++stats->accepted[s];
+    ++stats->accepted_depth[s][d];
+    ++stats->accepted_rank[s][r];
+  }
+  for (int i = 0; i < n; ++i) stats->branch_parents_reached += on_path[i] && has_branch_child[i];
+  if (result.spine_continuation) {
+    ++stats->spine_continuation_cycles;
+    for (int v : result.path) {
+      stats->spine_continuation_tokens += tree.source[v] == NodeSource::kBranch;
+    }
+  }
+}
+
+void SpecStats::Merge(const SpecStats& o) {
+  auto add = [](int64_t* dst, const int64_t* src, int count) {
+    for (int i = 0; i < count; ++i) dst[i] += src[i];
+  };
+  cycles += o.cycles;
+  add(route_cycles, o.route_cycles, kNumRoutes);
+  committed += o.committed;
+  bonus += o.bonus;
+  stopped += o.stopped;
+  add(drafted, o.drafted, kNumSources);
+  add(reached, o.reached, kNumSources);
+  add(accepted, o.accepted, kNumSources);
+  add(&drafted_depth[0][0], &o.drafted_depth[0][0], kNumSources * (kMaxDepth + 1));
+  add(&reached_depth[0][0], &o.reached_depth[0][0], kNumSources * (kMaxDepth + 1));
+  add(&accepted_depth[0][0], &o.accepted_depth[0][0], kNumSources * (kMaxDepth + 1));
+  add(&reached_rank[0][0], &o.reached_rank[0][0], kNumSources * kMaxRank);
+  add(&accepted_rank[0][0], &o.accepted_rank[0][0], kNumSources * kMaxRank);
+  branch_parents_reached += o.branch_parents_reached;
+  spine_continuation_cycles += o.spine_continuation_cycles;
+  spine_continuation_tokens += o.spine_continuation_tokens;
+}
+
+double SpecStats::TokensPerCycle() const {
+  return cycles > 0 ? static_cast<double>(committed) / static_cast<double>(cycles) : 0.0;
+}
+
+std::string SpecStats::Summary() const {
+  auto rate = [](int64_t a, int64_t b) { return b > 0 ? static_cast<double>(a) / b : 0.0; };
+  const int sp = static_cast<int>(NodeSource::kSpine), br = static_cast<int>(NodeSource::kBranch);
+  const int ch = static_cast<int>(NodeSource::kChain);
+  return StrFormat(
+      "cycles %lld (spine %lld, branch %lld, chain %lld, ar %lld) tokens/cycle %.3f | "
+      "spine %lld/%lld/%lld (%.3f) branch %lld/%lld/%lld (%.3f) chain %lld/%lld/%lld (%.3f) "
+      "[accepted/reached/drafted] | spine continuations %lld (+%lld tokens)",
+      static_cast<long long>(cycles), static_cast<long long>(route_cycles[3]),
+      static_cast<long long>(route_cycles[2]), static_cast<long long>(route_cycles[1]),
+      static_cast<long long>(route_cycles[0]), TokensPerCycle(),
+      static_cast<long long>(accepted[sp]), static_cast<long long>(reached[sp]),
+      static_cast<long long>(drafted[sp]), rate(accepted[sp], reached[sp]),
+      static_cast<long long>(accepted[br]), static_cast<long long>(reached[br]),
+      static_cast<long long>(drafted[br]), rate(accepted[br], reached[br]),
+      static_cast<long long>(accepted[ch]), static_cast<long long>(reached[ch]),
+      static_cast<long long>(drafted[ch]), rate(accepted[ch], reached[ch]),
+      static_cast<long long>(spine_continuation_cycles),
+      static_cast<long long>(spine_continuation_tokens));
+}
+
+}  // namespace goose

@@ -1,0 +1,67 @@
+// SpecStats: per-cycle speculation counters (docs/algorithms.md §1.8, §8.6, convention 13).
+//
+// Contract
+// - AccumulateStats(tree, result, stats) adds one verified cycle: the route (inferred from the
+//   tree, see InferRoute), drafted / reached / accepted nodes per source, per depth and per
+//   rank, committed and bonus tokens, stops and spine continuations.
+// - "Reached" = the node's parent is on the accepted path (the root counts as accepted), so
+//   accepted[s] / reached[s] is the per-reached-node acceptance rate of source s.
+// - Per-depth buckets clamp at kMaxDepth, per-rank buckets at kMaxRank - 1 (last = "or more").
+// - Branch per-rank acceptance p_t(k) of §8.6 = accepted_rank[kBranch][k] /
+//   branch_parents_reached (path nodes, root included, with at least one branch child).
+// - Chain-route / PLD nodes are tagged kChain and so never mix into the spine/branch rates.
+// - The spine EMA (§1.8) is not kept here; the engine owns it.
+// - Plain data; Merge() adds another instance (per request -> global).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "tree/draft_tree.h"
+#include "verify/verifier.h"
+
+namespace goose {
+
+enum class Route : uint8_t { kAr = 0, kChain = 1, kBranchTree = 2, kSpineTree = 3 };
+constexpr int kNumRoutes = 4;
+const char* RouteName(Route r);
+
+// Root only -> AR step; any kChain node -> chain route; any kSpine node -> spine tree; else
+// branch tree.
+Route InferRoute(const DraftTree& tree);
+
+struct SpecStats {
+  static constexpr int kMaxDepth = 128;
+  static constexpr int kMaxRank = 16;
+
+  int64_t cycles = 0;
+  int64_t route_cycles[kNumRoutes] = {};
+  int64_t committed = 0;  // accepted + bonus tokens
+  int64_t bonus = 0;
+  int64_t stopped = 0;  // cycles that committed a stop token
+
+  // Indexed by NodeSource; the root is never counted as drafted.
+  int64_t drafted[kNumSources] = {};
+  int64_t reached[kNumSources] = {};
+  int64_t accepted[kNumSources] = {};
+  int64_t drafted_depth[kNumSources][kMaxDepth + 1] = {};
+  int64_t reached_depth[kNumSources][kMaxDepth + 1] = {};
+  int64_t accepted_depth[kNumSources][kMaxDepth + 1] = {};
+  int64_t reached_rank[kNumSources][kMaxRank] = {};
+  int64_t accepted_rank[kNumSources][kMaxRank] = {};
+  int64_t branch_parents_reached = 0;
+
+  // Cycles whose accepted path holds spine and branch nodes, and the branch tokens they won.
+  int64_t spine_continuation_cycles = 0;
+  int64_t spine_continuation_tokens = 0;
+
+  void Merge(const SpecStats& other);
+  // committed / cycles (0 when no cycle).
+  double TokensPerCycle() const;
+  // One-line human summary for logs.
+  std::string Summary() const;
+};
+
+void AccumulateStats(const DraftTree& tree, const AcceptResult& result, SpecStats* stats);
+
+}  // namespace goose

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages goose needs to build, test and plot. Idempotent; run as root.
+set -euo pipefail
+pkgs=(cmake g++ make pkg-config googletest libgtest-dev libpcre2-dev nlohmann-json3-dev
+      libcli11-dev zlib1g-dev gnuplot-nox)
+missing=()
+for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+if [ ${#missing[@]} -gt 0 ]; then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update
+  apt-get install -y --no-install-recommends "${missing[@]}"
+fi
