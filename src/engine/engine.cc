@@ -112,7 +112,7 @@ StatusOr<GenerateResult> Engine::Generate(std::span<const int32_t> prompt,
 
   const SpecParams& spec = params.spec;
   const SpecMethod method = spec.method;
-  const int budget = spec.budget > 0 ? spec.budget : DefaultBudget(method);
+  int budget = spec.budget > 0 ? spec.budget : DefaultBudget(method);
   const bool tuned_goose = method == SpecMethod::kGoose && !spec.paper_preset;
   const bool keep_table =
       spec.keep_table >= 0 ? spec.keep_table != 0
@@ -181,6 +181,12 @@ StatusOr<GenerateResult> Engine::Generate(std::span<const int32_t> prompt,
     }
     // --- sources propose, a builder shapes the tree ---
     bool root_row_has_prev = true;  // chain route and AR step: row 0's predecessor is known
+    if (spec.choose_budget) {
+      SpecStats history = method_history;
+      history.Merge(stats);
+      budget = std::clamp(spec.choose_budget(history), 1, 128);
+      goose.base_budget = budget;
+    }
     tree.Reset(anchor);
     switch (method) {
       case SpecMethod::kNone:

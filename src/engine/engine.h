@@ -44,6 +44,9 @@ struct SpecParams {
   // Keep transition tables across requests (hot start). -1 = method default (TR and tuned GOOSE
   // keep; paper GOOSE, balanced and Sequoia reset per request, as their references).
   int keep_table = -1;
+  // Cost-aware budget (--budget auto): if set, called before every cycle with the statistics
+  // measured so far for this method (across requests) and returns the node budget to use.
+  std::function<int(const SpecStats& history)> choose_budget;
 };
 
 struct GenerateParams {

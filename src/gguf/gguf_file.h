@@ -100,6 +100,8 @@ class GgufFile {
   uint32_t version() const { return version_; }
   uint64_t alignment() const { return alignment_; }
   uint64_t file_size() const { return size_; }
+  // Byte offset of the data section (aligned end of the tensor directory).
+  uint64_t data_offset() const { return data_offset_; }
 
   // Metadata in file order.
   const std::vector<std::pair<std::string, GgufValue>>& metadata() const { return kv_; }
@@ -124,6 +126,7 @@ class GgufFile {
   std::string owned_;  // FromBytes storage
   uint32_t version_ = 0;
   uint64_t alignment_ = 32;
+  uint64_t data_offset_ = 0;
   std::vector<std::pair<std::string, GgufValue>> kv_;
   std::unordered_map<std::string, size_t> kv_index_;
   std::vector<GgufTensorInfo> tensors_;

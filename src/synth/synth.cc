@@ -1,0 +1,265 @@
+#include "synth/synth.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "gguf/gguf_file.h"
+#include "gguf/gguf_writer.h"
+#include "ops/quant.h"
+#include "util/rng.h"
+#include "util/thread_pool.h"
+
+namespace goose {
+
+namespace {
+
+constexpr int32_t kTokenTypeUnused = 5;  // llama.cpp LLAMA_TOKEN_TYPE_UNUSED
+
+std::string DefaultVocabPath() {
+  const std::string rel = "/models/stories260K.gguf";
+  if (const char* env = std::getenv("GOOSE_SHARED")) return env + rel;
+#ifdef GOOSE_SHARED_DIR
+  return GOOSE_SHARED_DIR + rel;
+#else
+  return "";
+#endif
+}
+
+uint64_t HashName(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+// Approximately N(0,1) and fast: Irwin-Hall sum of four 32-bit uniforms, rescaled to unit
+// variance. Exact normality does not matter for random weights; generation speed does.
+inline float FastNormal(SplitMix64* r) {
+  const uint64_t a = r->Next(), b = r->Next();
+  const double s = static_cast<double>(a & 0xffffffffu) + static_cast<double>(a >> 32) +
+                   static_cast<double>(b & 0xffffffffu) + static_cast<double>(b >> 32);
+  return static_cast<float>((s * (1.0 / 4294967296.0) - 2.0) * 1.7320508075688772);
+}
+
+// How a tensor's values are drawn: mean + std * N(0,1).
+struct Init {
+  float mean = 0;
+  float std = 1;
+};
+
+class Synth {
+ public:
+  Synth(const SynthParams& p) : p_(p), pool_(std::min(ThreadPool::DefaultThreads(), 16)) {}
+
+  // Adds a tensor whose rows (ne[1..] flattened) are generated in parallel while writing.
+  void Add(GgufWriter* w, const std::string& name, std::vector<int64_t> dims, DType dtype,
+           Init init) {
+    const uint64_t tensor_seed = Mix64(p_.seed ^ HashName(name));
+    const int64_t cols = dims[0];
+    int64_t rows = 1;
+    for (size_t i = 1; i < dims.size(); ++i) rows *= dims[i];
+    w->AddTensorLazy(name, dims, dtype, [=, this](uint8_t* out) {
+      const int64_t row_bytes = RowBytes(dtype, cols);
+      pool_.ParallelFor(rows, [&](int64_t begin, int64_t end) {
+        std::vector<float> row(cols);
+        for (int64_t r = begin; r < end; ++r) {
+          SplitMix64 rng(Mix64(tensor_seed + static_cast<uint64_t>(r)));
+          for (float& v : row) v = init.mean + init.std * FastNormal(&rng);
+          QuantizeRow(dtype, row.data(), cols, out + r * row_bytes);
+        }
+      });
+    });
+  }
+
+ private:
+  const SynthParams& p_;
+  ThreadPool pool_;
+};
+
+Status Validate(const SynthParams& p) {
+  auto err = [](const std::string& m) { return Status::Error("synth: " + m); };
+  if (p.arch != "llama" && p.arch != "qwen2") {
+    return err("unknown arch '" + p.arch + "' (llama or qwen2)");
+  }
+  if (p.n_embd <= 0 || p.n_layer <= 0 || p.n_head <= 0 || p.n_head_kv <= 0 || p.n_ff <= 0 ||
+      p.n_vocab < 0 || p.context_length <= 0) {
+    return err(StrFormat("sizes must be positive (n_embd %d, n_layer %d, n_head %d, n_head_kv "
+                         "%d, n_ff %d, n_vocab %d, context_length %d)",
+                         p.n_embd, p.n_layer, p.n_head, p.n_head_kv, p.n_ff, p.n_vocab,
+                         p.context_length));
+  }
+  if (p.n_embd % p.n_head != 0) {
+    return err(StrFormat("n_embd %d is not a multiple of n_head %d", p.n_embd, p.n_head));
+  }
+  if ((p.n_embd / p.n_head) % 2 != 0) {
+    return err(StrFormat("head_dim %d must be even for RoPE", p.n_embd / p.n_head));
+  }
+  if (p.n_head % p.n_head_kv != 0) {
+    return err(StrFormat("n_head %d is not a multiple of n_head_kv %d", p.n_head, p.n_head_kv));
+  }
+  if (!QuantizeSupported(p.dtype)) {
+    return err("dtype " + std::string(GetDTypeInfo(p.dtype).name) +
+               " is not supported (f32, f16, bf16, q8_0)");
+  }
+  const int64_t bs = GetDTypeInfo(p.dtype).block_size;
+  if (p.n_embd % bs != 0 || p.n_ff % bs != 0) {
+    return err(StrFormat("n_embd %d and n_ff %d must be multiples of the %s block size %lld",
+                         p.n_embd, p.n_ff, std::string(GetDTypeInfo(p.dtype).name).c_str(),
+                         static_cast<long long>(bs)));
+  }
+  if (!(p.rope_freq_base > 0)) return err("rope_freq_base must be positive");
+  return Status::Ok();
+}
+
+// llama.cpp's general.file_type (LLAMA_FTYPE_*) for the matrix dtype.
+uint32_t FileType(DType t) {
+  switch (t) {
+    case DType::kF16: return 1;
+    case DType::kQ8_0: return 7;
+    case DType::kBF16: return 32;
+    default: return 0;
+  }
+}
+
+// Copies tokenizer.* from `src`, padding the per-token arrays to n_vocab.
+Status CopyVocab(const GgufFile& src, int n_vocab, GgufWriter* w) {
+  const size_t n_src = src.GetArray("tokenizer.ggml.tokens")->size();
+  for (const auto& [key, value] : src.metadata()) {
+    if (key.rfind("tokenizer.", 0) != 0) continue;
+    GgufValue v = value;
+    const size_t pad = static_cast<size_t>(n_vocab) - n_src;
+    if (key == "tokenizer.ggml.tokens" || key == "tokenizer.ggml.scores" ||
+        key == "tokenizer.ggml.token_type") {
+      if (v.type != GgufType::kArray || v.array.size() != n_src) {
+        return Status::Error(StrFormat("%s: %s has %zu entries, expected %zu (one per token)",
+                                       src.path().c_str(), key.c_str(), v.array.size(), n_src));
+      }
+      v.array.reserve(n_vocab);
+      for (size_t i = 0; i < pad; ++i) {
+        const size_t id = n_src + i;
+        if (key == "tokenizer.ggml.tokens") {
+          v.array.push_back(GgufValue::String(StrFormat("<pad_%zu>", id)));
+        } else if (key == "tokenizer.ggml.scores") {
+          v.array.push_back(GgufValue::F32(-1e9f));  // never preferred by SPM merging
+        } else {
+          GgufValue t = GgufValue::I32(kTokenTypeUnused);
+          t.type = v.elem_type;
+          t.u = kTokenTypeUnused;
+          v.array.push_back(t);
+        }
+      }
+    }
+    w->Set(key, std::move(v));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status ApplyPreset(std::string_view like, SynthParams* p) {
+  if (like == "qwen2.5-0.5b") {
+    p->arch = "qwen2";
+    p->n_embd = 896;
+    p->n_layer = 24;
+    p->n_head = 14;
+    p->n_head_kv = 2;
+    p->n_ff = 4864;
+    p->n_vocab = 151936;
+    p->rope_freq_base = 1000000;
+    p->tied_output = true;
+  } else if (like == "llama-1b") {
+    p->arch = "llama";
+    p->n_embd = 2048;
+    p->n_layer = 16;
+    p->n_head = 32;
+    p->n_head_kv = 8;
+    p->n_ff = 8192;
+    p->n_vocab = 128256;
+    p->rope_freq_base = 500000;
+    p->tied_output = false;
+  } else {
+    return Status::Error("synth: unknown preset '" + std::string(like) +
+                         "' (known: qwen2.5-0.5b, llama-1b)");
+  }
+  return Status::Ok();
+}
+
+Status SynthesizeModel(const SynthParams& p, const std::string& out_path) {
+  GOOSE_RETURN_IF_ERROR(Validate(p));
+  const std::string vocab_path = p.vocab_from.empty() ? DefaultVocabPath() : p.vocab_from;
+  if (vocab_path.empty()) {
+    return Status::Error("synth: no vocab_from given and GOOSE_SHARED is not set");
+  }
+  GOOSE_ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> vocab, GgufFile::Open(vocab_path));
+  const auto* tokens = vocab->GetArray("tokenizer.ggml.tokens");
+  if (!tokens || tokens->empty()) {
+    return Status::Error(vocab_path + ": no tokenizer.ggml.tokens array to copy the vocab from");
+  }
+  const int n_src = static_cast<int>(tokens->size());
+  const int n_vocab = p.n_vocab == 0 ? n_src : p.n_vocab;
+  if (n_vocab < n_src) {
+    return Status::Error(StrFormat("synth: n_vocab %d is smaller than the %d tokens of %s",
+                                   n_vocab, n_src, vocab_path.c_str()));
+  }
+
+  const std::string& a = p.arch;
+  const bool qwen2 = a == "qwen2";
+  const int head_dim = p.n_embd / p.n_head;
+  const int64_t q_dim = static_cast<int64_t>(p.n_head) * head_dim;
+  const int64_t kv_dim = static_cast<int64_t>(p.n_head_kv) * head_dim;
+
+  GgufWriter w;
+  w.Set("general.architecture", GgufValue::String(a));
+  w.Set("general.name", GgufValue::String("goose-synth-" + a));
+  w.Set("general.alignment", GgufValue::U32(32));
+  w.Set("general.file_type", GgufValue::U32(FileType(p.dtype)));
+  w.Set(a + ".vocab_size", GgufValue::U32(static_cast<uint32_t>(n_vocab)));
+  w.Set(a + ".context_length", GgufValue::U32(static_cast<uint32_t>(p.context_length)));
+  w.Set(a + ".embedding_length", GgufValue::U32(static_cast<uint32_t>(p.n_embd)));
+  w.Set(a + ".block_count", GgufValue::U32(static_cast<uint32_t>(p.n_layer)));
+  w.Set(a + ".feed_forward_length", GgufValue::U32(static_cast<uint32_t>(p.n_ff)));
+  w.Set(a + ".attention.head_count", GgufValue::U32(static_cast<uint32_t>(p.n_head)));
+  w.Set(a + ".attention.head_count_kv", GgufValue::U32(static_cast<uint32_t>(p.n_head_kv)));
+  w.Set(a + ".attention.layer_norm_rms_epsilon", GgufValue::F32(qwen2 ? 1e-6f : 1e-5f));
+  w.Set(a + ".rope.freq_base", GgufValue::F32(p.rope_freq_base));
+  w.Set(a + ".rope.dimension_count", GgufValue::U32(static_cast<uint32_t>(head_dim)));
+  GOOSE_RETURN_IF_ERROR(CopyVocab(*vocab, n_vocab, &w));
+  vocab.reset();
+
+  // Scales (see header): logits = output(norm(h)) get std ~2 whether or not the output is tied.
+  const float inv_sqrt_embd = 1.0f / std::sqrt(static_cast<float>(p.n_embd));
+  const Init norm{1.0f, 0.05f}, bias{0.0f, 0.02f};
+  auto matrix = [](int64_t fan_in) { return Init{0.0f, 1.0f / std::sqrt(float(fan_in))}; };
+  const Init embd{0.0f, p.tied_output ? std::min(0.75f, 2.0f * inv_sqrt_embd) : 0.75f};
+
+  Synth s(p);
+  const DType dt = p.dtype;
+  s.Add(&w, "token_embd.weight", {p.n_embd, n_vocab}, dt, embd);
+  s.Add(&w, "output_norm.weight", {p.n_embd}, DType::kF32, norm);
+  if (!p.tied_output) {
+    s.Add(&w, "output.weight", {p.n_embd, n_vocab}, dt, Init{0.0f, 2.0f * inv_sqrt_embd});
+  }
+  for (int l = 0; l < p.n_layer; ++l) {
+    const std::string b = "blk." + std::to_string(l) + ".";
+    s.Add(&w, b + "attn_norm.weight", {p.n_embd}, DType::kF32, norm);
+    s.Add(&w, b + "attn_q.weight", {p.n_embd, q_dim}, dt, matrix(p.n_embd));
+    s.Add(&w, b + "attn_k.weight", {p.n_embd, kv_dim}, dt, matrix(p.n_embd));
+    s.Add(&w, b + "attn_v.weight", {p.n_embd, kv_dim}, dt, matrix(p.n_embd));
+    if (qwen2) {
+      s.Add(&w, b + "attn_q.bias", {q_dim}, DType::kF32, bias);
+      s.Add(&w, b + "attn_k.bias", {kv_dim}, DType::kF32, bias);
+      s.Add(&w, b + "attn_v.bias", {kv_dim}, DType::kF32, bias);
+    }
+    s.Add(&w, b + "attn_output.weight", {q_dim, p.n_embd}, dt, matrix(q_dim));
+    s.Add(&w, b + "ffn_norm.weight", {p.n_embd}, DType::kF32, norm);
+    s.Add(&w, b + "ffn_gate.weight", {p.n_embd, p.n_ff}, dt, matrix(p.n_embd));
+    s.Add(&w, b + "ffn_up.weight", {p.n_embd, p.n_ff}, dt, matrix(p.n_embd));
+    s.Add(&w, b + "ffn_down.weight", {p.n_ff, p.n_embd}, dt, matrix(p.n_ff));
+  }
+  return w.Write(out_path);
+}
+
+}  // namespace goose

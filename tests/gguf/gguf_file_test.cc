@@ -1,0 +1,187 @@
+// Reads the real tiny llama GGUF and checks facts about it; writer round-trips.
+#include "gguf/gguf_file.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "gguf/gguf_writer.h"
+#include "util/fp16.h"
+
+namespace goose {
+namespace {
+
+std::string SharedDir() {
+  if (const char* env = std::getenv("GOOSE_SHARED")) return env;
+  return GOOSE_SHARED_DIR;
+}
+std::string TinyModel() { return SharedDir() + "/models/stories260K.gguf"; }
+
+TEST(GgufFileTest, ReadsTinyLlama) {
+  auto f = GgufFile::Open(TinyModel());
+  ASSERT_TRUE(f.ok()) << f.status().message();
+  const GgufFile& g = **f;
+  EXPECT_EQ(g.version(), 3u);
+  EXPECT_EQ(g.GetString("general.architecture"), "llama");
+  EXPECT_EQ(g.GetInt("llama.block_count"), 5);
+  EXPECT_EQ(g.GetInt("llama.embedding_length"), 64);
+  EXPECT_EQ(g.GetInt("llama.context_length"), 512);
+  EXPECT_FALSE(g.GetInt("general.architecture").has_value());  // wrong type -> nullopt
+  EXPECT_FALSE(g.GetString("no.such.key").has_value());
+  const auto* tokens = g.GetArray("tokenizer.ggml.tokens");
+  ASSERT_NE(tokens, nullptr);
+  ASSERT_EQ(tokens->size(), 512u);
+  EXPECT_EQ((*tokens)[0].str, "<unk>");
+  EXPECT_EQ((*tokens)[1].str, "<s>");
+  EXPECT_EQ((*tokens)[2].str, "</s>");
+  EXPECT_EQ(g.Find("tokenizer.ggml.tokens")->elem_type, GgufType::kString);
+
+  const GgufTensorInfo* emb = g.FindTensor("token_embd.weight");
+  ASSERT_NE(emb, nullptr);
+  EXPECT_EQ(emb->dims, (std::vector<int64_t>{64, 512}));
+  EXPECT_EQ(emb->dtype, DType::kF32);
+  EXPECT_EQ(emb->n_bytes, 64u * 512u * 4u);
+  EXPECT_EQ(emb->n_elements(), 64 * 512);
+  EXPECT_EQ(g.FindTensor("nope"), nullptr);
+  // Every tensor lies inside the file and is aligned.
+  uint64_t total = 0;
+  for (const GgufTensorInfo& t : g.tensors()) {
+    ASSERT_NE(t.data, nullptr) << t.name;
+    EXPECT_EQ(t.offset % g.alignment(), 0u) << t.name;
+    total += t.n_bytes;
+  }
+  EXPECT_GT(total, 250000u * 4u);  // ~260K parameters in F32
+  EXPECT_LE(total, g.file_size());
+  const GgufTensorInfo& last = g.tensors().back();
+  EXPECT_LE(last.data + last.n_bytes, emb->data - emb->offset + g.file_size());
+  // The embedding holds real (finite, not all-zero) weights.
+  const float* w = reinterpret_cast<const float*>(emb->data);
+  double sum_abs = 0;
+  for (int i = 0; i < 64 * 512; ++i) {
+    ASSERT_TRUE(std::isfinite(w[i]));
+    sum_abs += std::fabs(w[i]);
+  }
+  EXPECT_GT(sum_abs, 1.0);
+  EXPECT_NE(g.FindTensor("blk.4.ffn_down.weight"), nullptr);
+  EXPECT_EQ(g.FindTensor("blk.5.ffn_down.weight"), nullptr);
+}
+
+TEST(GgufFileTest, OpenMissingFileNamesPath) {
+  auto f = GgufFile::Open("/nonexistent/x.gguf");
+  ASSERT_FALSE(f.ok());
+  EXPECT_NE(f.status().message().find("/nonexistent/x.gguf"), std::string::npos);
+}
+
+GgufValue Typed(GgufType t, uint64_t u, int64_t i, double f) {
+  GgufValue v;
+  v.type = t;
+  v.u = u;
+  v.i = i;
+  v.f = f;
+  return v;
+}
+
+TEST(GgufWriterTest, RoundTripsEveryValueTypeAndTensors) {
+  GgufWriter w;
+  w.Set("u8", Typed(GgufType::kUint8, 200, 0, 0));
+  w.Set("i8", Typed(GgufType::kInt8, 0, -100, 0));
+  w.Set("u16", Typed(GgufType::kUint16, 60000, 0, 0));
+  w.Set("i16", Typed(GgufType::kInt16, 0, -30000, 0));
+  w.Set("u32", GgufValue::U32(4000000000u));
+  w.Set("i32", GgufValue::I32(-2000000000));
+  w.Set("f32", GgufValue::F32(1.5f));
+  w.Set("bool", GgufValue::Bool(true));
+  w.Set("str", GgufValue::String("hello \0world"));
+  w.Set("u64", GgufValue::U64(18000000000000000000ull));
+  w.Set("i64", Typed(GgufType::kInt64, 0, -9000000000000000000ll, 0));
+  w.Set("f64", Typed(GgufType::kFloat64, 0, 0, 3.141592653589793));
+  w.Set("strs", GgufValue::StringArray({"a", "", "ccc"}));
+  w.Set("f32s", GgufValue::F32Array({1.0f, -2.5f}));
+  w.Set("i32s", GgufValue::I32Array({}));
+  w.Set("nested", GgufValue::Array(GgufType::kArray,
+                                   {GgufValue::I32Array({1, 2}),
+                                    GgufValue::Array(GgufType::kArray,
+                                                     {GgufValue::StringArray({"deep"})})}));
+  w.Set("u32", GgufValue::U32(7));  // replaces, keeps position
+  w.Set("general.alignment", GgufValue::U32(64));
+
+  std::vector<uint8_t> f32(3 * 2 * 4), f16(32 * 2), q8(34 * 2 * 3), i8(5);
+  for (size_t i = 0; i < f32.size(); ++i) f32[i] = static_cast<uint8_t>(i * 7);
+  for (size_t i = 0; i < f16.size(); ++i) f16[i] = static_cast<uint8_t>(i + 1);
+  for (size_t i = 0; i < q8.size(); ++i) q8[i] = static_cast<uint8_t>(i * 3);
+  for (size_t i = 0; i < i8.size(); ++i) i8[i] = static_cast<uint8_t>(100 + i);
+  w.AddTensor("a", {3, 2}, DType::kF32, f32);
+  w.AddTensor("b", {32}, DType::kF16, f16);
+  w.AddTensor("c", {64, 3}, DType::kQ8_0, q8);
+  w.AddTensorLazy("d", {5, 1, 1, 1}, DType::kI8, [&](uint8_t* out) {
+    std::memcpy(out, i8.data(), i8.size());
+  });
+
+  const std::string bytes = w.Serialize();
+  auto f = GgufFile::FromBytes(bytes, "mem.gguf");
+  ASSERT_TRUE(f.ok()) << f.status().message();
+  const GgufFile& g = **f;
+  EXPECT_EQ(g.alignment(), 64u);
+  ASSERT_EQ(g.metadata().size(), 17u);
+  EXPECT_EQ(g.metadata()[4].first, "u32");
+  EXPECT_EQ(g.GetInt("u8"), 200);
+  EXPECT_EQ(g.GetInt("i8"), -100);
+  EXPECT_EQ(g.GetInt("u16"), 60000);
+  EXPECT_EQ(g.GetInt("i16"), -30000);
+  EXPECT_EQ(g.GetInt("u32"), 7);
+  EXPECT_EQ(g.GetInt("i32"), -2000000000);
+  EXPECT_EQ(g.GetFloat("f32"), 1.5);
+  EXPECT_EQ(g.GetInt("bool"), 1);
+  EXPECT_EQ(g.Find("bool")->type, GgufType::kBool);
+  EXPECT_EQ(g.GetString("str"), std::string("hello "));
+  EXPECT_EQ(g.Find("u64")->u, 18000000000000000000ull);
+  EXPECT_EQ(g.GetInt("i64"), -9000000000000000000ll);
+  EXPECT_EQ(g.GetFloat("f64"), 3.141592653589793);
+  EXPECT_EQ(g.GetFloat("u32"), 7.0);
+  ASSERT_NE(g.GetArray("strs"), nullptr);
+  EXPECT_EQ(g.GetArray("strs")->size(), 3u);
+  EXPECT_EQ((*g.GetArray("strs"))[2].str, "ccc");
+  EXPECT_EQ((*g.GetArray("f32s"))[1].f, -2.5);
+  EXPECT_TRUE(g.GetArray("i32s")->empty());
+  EXPECT_EQ(g.Find("i32s")->elem_type, GgufType::kInt32);
+  const auto& nested = *g.GetArray("nested");
+  ASSERT_EQ(nested.size(), 2u);
+  EXPECT_EQ(nested[0].elem_type, GgufType::kInt32);
+  EXPECT_EQ(nested[0].array[1].i, 2);
+  EXPECT_EQ(nested[1].array[0].array[0].str, "deep");
+
+  ASSERT_EQ(g.tensors().size(), 4u);
+  const std::vector<uint8_t>* want[] = {&f32, &f16, &q8, &i8};
+  const DType dtypes[] = {DType::kF32, DType::kF16, DType::kQ8_0, DType::kI8};
+  for (int i = 0; i < 4; ++i) {
+    const GgufTensorInfo& t = g.tensors()[i];
+    EXPECT_EQ(t.dtype, dtypes[i]);
+    EXPECT_EQ(t.offset % 64, 0u);
+    ASSERT_EQ(t.n_bytes, want[i]->size());
+    EXPECT_EQ(std::memcmp(t.data, want[i]->data(), t.n_bytes), 0) << t.name;
+  }
+  EXPECT_EQ(g.FindTensor("c")->dims, (std::vector<int64_t>{64, 3}));
+
+  // The same bytes through a real file and mmap.
+  const std::string path = ::testing::TempDir() + "/roundtrip.gguf";
+  ASSERT_TRUE(w.Write(path).ok());
+  auto f2 = GgufFile::Open(path);
+  ASSERT_TRUE(f2.ok()) << f2.status().message();
+  EXPECT_EQ((*f2)->file_size(), bytes.size());
+  EXPECT_EQ(std::memcmp((*f2)->FindTensor("d")->data, i8.data(), 5), 0);
+  std::remove(path.c_str());
+}
+
+TEST(GgufWriterTest, WriteToBadPathFails) {
+  GgufWriter w;
+  Status s = w.Write("/nonexistent_dir/out.gguf");
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("/nonexistent_dir/out.gguf"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace goose

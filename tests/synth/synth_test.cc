@@ -1,0 +1,271 @@
+// The synthesizer writes loadable GGUFs with llama.cpp's names, shapes, dtypes and a padded vocab.
+#include "synth/synth.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <fstream>
+#include <iterator>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gguf/gguf_file.h"
+#include "ops/quant.h"
+
+namespace goose {
+namespace {
+
+std::string SharedDir() {
+  if (const char* env = std::getenv("GOOSE_SHARED")) return env;
+  return GOOSE_SHARED_DIR;
+}
+std::string TinyModel() { return SharedDir() + "/models/stories260K.gguf"; }
+std::string TmpPath(const std::string& name) { return ::testing::TempDir() + "/" + name; }
+
+SynthParams TinyLlama() {
+  SynthParams p;
+  p.arch = "llama";
+  p.n_embd = 64;
+  p.n_layer = 2;
+  p.n_head = 4;
+  p.n_head_kv = 2;
+  p.n_ff = 96;
+  p.n_vocab = 600;
+  p.dtype = DType::kQ8_0;
+  p.vocab_from = TinyModel();
+  return p;
+}
+
+std::unique_ptr<GgufFile> Synthesize(const SynthParams& p, const std::string& path) {
+  Status s = SynthesizeModel(p, path);
+  EXPECT_TRUE(s.ok()) << s.message();
+  auto f = GgufFile::Open(path);
+  EXPECT_TRUE(f.ok()) << f.status().message();
+  return f.ok() ? std::move(f).value() : nullptr;
+}
+
+void ExpectTensor(const GgufFile& g, const std::string& name, std::vector<int64_t> dims,
+                  DType dtype) {
+  const GgufTensorInfo* t = g.FindTensor(name);
+  ASSERT_NE(t, nullptr) << name;
+  EXPECT_EQ(t->dims, dims) << name;
+  EXPECT_EQ(t->dtype, dtype) << name;
+}
+
+// Mean and standard deviation of a whole tensor, dequantized.
+std::pair<double, double> Stats(const GgufTensorInfo& t) {
+  const int64_t cols = t.dims[0], rows = t.n_elements() / cols;
+  std::vector<float> row(cols);
+  double s = 0, s2 = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    DequantizeRow(t.dtype, t.data + r * RowBytes(t.dtype, cols), cols, row.data());
+    for (float v : row) {
+      EXPECT_TRUE(std::isfinite(v));
+      s += v;
+      s2 += double(v) * v;
+    }
+  }
+  const double n = double(t.n_elements()), mean = s / n;
+  return {mean, std::sqrt(std::max(0.0, s2 / n - mean * mean))};
+}
+
+TEST(SynthTest, TinyLlamaQ8) {
+  const std::string path = TmpPath("synth_llama.gguf");
+  auto g = Synthesize(TinyLlama(), path);
+  ASSERT_NE(g, nullptr);
+  EXPECT_EQ(g->GetString("general.architecture"), "llama");
+  EXPECT_EQ(g->GetInt("general.alignment"), 32);
+  EXPECT_EQ(g->GetInt("llama.embedding_length"), 64);
+  EXPECT_EQ(g->GetInt("llama.block_count"), 2);
+  EXPECT_EQ(g->GetInt("llama.feed_forward_length"), 96);
+  EXPECT_EQ(g->GetInt("llama.attention.head_count"), 4);
+  EXPECT_EQ(g->GetInt("llama.attention.head_count_kv"), 2);
+  EXPECT_EQ(g->GetInt("llama.context_length"), 2048);
+  EXPECT_EQ(g->GetInt("llama.rope.dimension_count"), 16);
+  EXPECT_FLOAT_EQ(static_cast<float>(*g->GetFloat("llama.rope.freq_base")), 10000.0f);
+  EXPECT_FLOAT_EQ(static_cast<float>(*g->GetFloat("llama.attention.layer_norm_rms_epsilon")),
+                  1e-5f);
+  EXPECT_EQ(g->Find("llama.attention.layer_norm_rms_epsilon")->type, GgufType::kFloat32);
+  EXPECT_EQ(g->Find("llama.block_count")->type, GgufType::kUint32);
+
+  // Vocab: copied from the tiny model, padded to 600 with UNUSED placeholders.
+  auto src = GgufFile::Open(TinyModel());
+  ASSERT_TRUE(src.ok());
+  EXPECT_EQ(g->GetString("tokenizer.ggml.model"), (*src)->GetString("tokenizer.ggml.model"));
+  EXPECT_EQ(g->GetInt("tokenizer.ggml.bos_token_id"), 1);
+  EXPECT_EQ(g->GetInt("tokenizer.ggml.eos_token_id"), 2);
+  const auto& toks = *g->GetArray("tokenizer.ggml.tokens");
+  const auto& src_toks = *(*src)->GetArray("tokenizer.ggml.tokens");
+  ASSERT_EQ(toks.size(), 600u);
+  for (size_t i = 0; i < src_toks.size(); ++i) ASSERT_EQ(toks[i].str, src_toks[i].str) << i;
+  EXPECT_EQ(toks[512].str, "<pad_512>");
+  EXPECT_EQ(toks[599].str, "<pad_599>");
+  const auto& types = *g->GetArray("tokenizer.ggml.token_type");
+  ASSERT_EQ(types.size(), 600u);
+  EXPECT_EQ(types[1].AsInt(), 3);    // <s> stays CONTROL
+  EXPECT_EQ(types[599].AsInt(), 5);  // UNUSED
+  EXPECT_EQ(types[599].type, types[0].type);
+  ASSERT_EQ(g->GetArray("tokenizer.ggml.scores")->size(), 600u);
+
+  // Tensors: llama.cpp names, GGUF dims (ne[0] = input), F32 norms, Q8_0 matrices.
+  const DType q = DType::kQ8_0, f = DType::kF32;
+  ExpectTensor(*g, "token_embd.weight", {64, 600}, q);
+  ExpectTensor(*g, "output.weight", {64, 600}, q);
+  ExpectTensor(*g, "output_norm.weight", {64}, f);
+  for (int l = 0; l < 2; ++l) {
+    const std::string b = "blk." + std::to_string(l) + ".";
+    ExpectTensor(*g, b + "attn_norm.weight", {64}, f);
+    ExpectTensor(*g, b + "attn_q.weight", {64, 64}, q);
+    ExpectTensor(*g, b + "attn_k.weight", {64, 32}, q);
+    ExpectTensor(*g, b + "attn_v.weight", {64, 32}, q);
+    ExpectTensor(*g, b + "attn_output.weight", {64, 64}, q);
+    ExpectTensor(*g, b + "ffn_norm.weight", {64}, f);
+    ExpectTensor(*g, b + "ffn_gate.weight", {64, 96}, q);
+    ExpectTensor(*g, b + "ffn_up.weight", {64, 96}, q);
+    ExpectTensor(*g, b + "ffn_down.weight", {96, 64}, q);
+    EXPECT_EQ(g->FindTensor(b + "attn_q.bias"), nullptr);
+  }
+  EXPECT_EQ(g->tensors().size(), 3u + 2 * 9);
+  EXPECT_EQ(g->FindTensor("blk.2.attn_q.weight"), nullptr);
+
+  // Value scales: matrices ~ N(0, 1/fan_in), norms ~ 1, embeddings ~ 0.75.
+  auto [qm, qs] = Stats(*g->FindTensor("blk.0.attn_q.weight"));
+  EXPECT_NEAR(qm, 0.0, 0.01);
+  EXPECT_NEAR(qs, 1.0 / 8, 0.01);
+  auto [dm, ds] = Stats(*g->FindTensor("blk.1.ffn_down.weight"));
+  EXPECT_NEAR(ds, 1.0 / std::sqrt(96.0), 0.01);
+  auto [nm, ns] = Stats(*g->FindTensor("blk.1.ffn_norm.weight"));
+  EXPECT_NEAR(nm, 1.0, 0.03);
+  EXPECT_GT(ns, 0.01);
+  EXPECT_LT(ns, 0.1);
+  auto [em, es] = Stats(*g->FindTensor("token_embd.weight"));
+  EXPECT_NEAR(es, 0.75, 0.03);
+  // Different tensors get different values.
+  const GgufTensorInfo* k0 = g->FindTensor("blk.0.attn_k.weight");
+  const GgufTensorInfo* v0 = g->FindTensor("blk.0.attn_v.weight");
+  EXPECT_NE(std::memcmp(k0->data, v0->data, k0->n_bytes), 0);
+  std::remove(path.c_str());
+}
+
+TEST(SynthTest, TinyQwen2TiedF16WithBiases) {
+  SynthParams p = TinyLlama();
+  p.arch = "qwen2";
+  p.n_vocab = 0;  // source size
+  p.tied_output = true;
+  p.dtype = DType::kF16;
+  p.rope_freq_base = 1e6f;
+  p.context_length = 4096;
+  const std::string path = TmpPath("synth_qwen.gguf");
+  auto g = Synthesize(p, path);
+  ASSERT_NE(g, nullptr);
+  EXPECT_EQ(g->GetString("general.architecture"), "qwen2");
+  EXPECT_EQ(g->GetInt("qwen2.context_length"), 4096);
+  EXPECT_EQ(g->GetFloat("qwen2.rope.freq_base"), 1e6);
+  EXPECT_FLOAT_EQ(static_cast<float>(*g->GetFloat("qwen2.attention.layer_norm_rms_epsilon")),
+                  1e-6f);
+  EXPECT_FALSE(g->GetInt("llama.block_count").has_value());
+  EXPECT_EQ(g->GetArray("tokenizer.ggml.tokens")->size(), 512u);
+  EXPECT_EQ(g->FindTensor("output.weight"), nullptr);
+  ExpectTensor(*g, "token_embd.weight", {64, 512}, DType::kF16);
+  ExpectTensor(*g, "blk.1.attn_q.bias", {64}, DType::kF32);
+  ExpectTensor(*g, "blk.1.attn_k.bias", {32}, DType::kF32);
+  ExpectTensor(*g, "blk.1.attn_v.bias", {32}, DType::kF32);
+  ExpectTensor(*g, "blk.0.ffn_down.weight", {96, 64}, DType::kF16);
+  auto [bm, bs] = Stats(*g->FindTensor("blk.0.attn_q.bias"));
+  EXPECT_LT(bs, 0.05);
+  EXPECT_GT(bs, 0.005);
+  // Tied: embeddings are scaled so logits = h . e have std ~2 (2/sqrt(64) = 0.25).
+  auto [em, es] = Stats(*g->FindTensor("token_embd.weight"));
+  EXPECT_NEAR(es, 0.25, 0.02);
+  std::remove(path.c_str());
+}
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+TEST(SynthTest, DeterministicPerSeed) {
+  SynthParams p = TinyLlama();
+  p.dtype = DType::kBF16;
+  const std::string a = TmpPath("synth_a.gguf"), b = TmpPath("synth_b.gguf");
+  ASSERT_TRUE(SynthesizeModel(p, a).ok());
+  ASSERT_TRUE(SynthesizeModel(p, b).ok());
+  const std::string bytes_a = ReadAll(a);
+  EXPECT_GT(bytes_a.size(), 100000u);
+  EXPECT_EQ(bytes_a, ReadAll(b));
+  p.seed = 2;
+  ASSERT_TRUE(SynthesizeModel(p, b).ok());
+  const std::string bytes_c = ReadAll(b);
+  ASSERT_EQ(bytes_a.size(), bytes_c.size());
+  EXPECT_NE(bytes_a, bytes_c);
+  std::remove(a.c_str());
+  std::remove(b.c_str());
+}
+
+TEST(SynthTest, RejectsBadParams) {
+  const std::string path = TmpPath("synth_bad.gguf");
+  struct Bad {
+    const char* label;
+    std::function<void(SynthParams*)> edit;
+    const char* want;
+  };
+  const Bad cases[] = {
+      {"arch", [](SynthParams* p) { p->arch = "gpt2"; }, "unknown arch 'gpt2'"},
+      {"heads", [](SynthParams* p) { p->n_head = 3; }, "not a multiple of n_head 3"},
+      {"gqa", [](SynthParams* p) { p->n_head_kv = 3; }, "n_head_kv 3"},
+      {"zero", [](SynthParams* p) { p->n_layer = 0; }, "n_layer 0"},
+      {"block", [](SynthParams* p) { p->n_ff = 100; }, "block size 32"},
+      {"dtype", [](SynthParams* p) { p->dtype = DType::kQ4_K; }, "q4_k"},
+      {"vocab small", [](SynthParams* p) { p->n_vocab = 100; }, "n_vocab 100 is smaller"},
+      {"vocab file", [](SynthParams* p) { p->vocab_from = "/nonexistent.gguf"; },
+       "/nonexistent.gguf"},
+  };
+  for (const Bad& c : cases) {
+    SynthParams p = TinyLlama();
+    c.edit(&p);
+    Status s = SynthesizeModel(p, path);
+    ASSERT_FALSE(s.ok()) << c.label;
+    EXPECT_NE(s.message().find(c.want), std::string::npos) << c.label << ": " << s.message();
+  }
+  Status s = SynthesizeModel(TinyLlama(), "/nonexistent_dir/x.gguf");
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("/nonexistent_dir/x.gguf"), std::string::npos);
+}
+
+TEST(SynthTest, Presets) {
+  SynthParams p;
+  p.dtype = DType::kQ8_0;
+  ASSERT_TRUE(ApplyPreset("qwen2.5-0.5b", &p).ok());
+  EXPECT_EQ(p.arch, "qwen2");
+  EXPECT_EQ(p.n_embd, 896);
+  EXPECT_EQ(p.n_layer, 24);
+  EXPECT_EQ(p.n_head, 14);
+  EXPECT_EQ(p.n_head_kv, 2);
+  EXPECT_EQ(p.n_ff, 4864);
+  EXPECT_EQ(p.n_vocab, 151936);
+  EXPECT_EQ(p.rope_freq_base, 1e6f);
+  EXPECT_TRUE(p.tied_output);
+  EXPECT_EQ(p.dtype, DType::kQ8_0);  // untouched
+  ASSERT_TRUE(ApplyPreset("llama-1b", &p).ok());
+  EXPECT_EQ(p.arch, "llama");
+  EXPECT_EQ(p.n_embd, 2048);
+  EXPECT_EQ(p.n_layer, 16);
+  EXPECT_EQ(p.n_head, 32);
+  EXPECT_EQ(p.n_head_kv, 8);
+  EXPECT_EQ(p.n_ff, 8192);
+  EXPECT_EQ(p.n_vocab, 128256);
+  EXPECT_EQ(p.rope_freq_base, 500000.0f);
+  EXPECT_FALSE(p.tied_output);
+  Status s = ApplyPreset("gpt-5", &p);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("gpt-5"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace goose
