@@ -1,0 +1,127 @@
+// Tokenizes llama.cpp's test inputs with every vocab in shared/vocab that has a GGUF and checks
+// the ids against Hugging Face's (the .out files), then checks decoding round-trips.
+#include <chrono>
+#include <map>
+
+#include <gtest/gtest.h>
+
+#include "tokenizer_test_util.h"
+
+namespace goose {
+namespace {
+
+using testing::Escape;
+using testing::IdsToString;
+
+struct VocabParam {
+  const char* name;
+  const char* model;
+  const char* pre;
+  int32_t n_vocab;
+};
+
+// One load per vocab for all its tests (loading dominates the run time under sanitizers).
+struct LoadedVocab {
+  std::unique_ptr<GgufFile> gguf;
+  std::unique_ptr<Tokenizer> tok;
+  std::vector<testing::VocabCase> cases;
+  double load_seconds = 0;  // GgufFile::Open + Tokenizer::FromGguf
+  std::string error;
+};
+
+const LoadedVocab& GetVocab(const std::string& name) {
+  static std::map<std::string, LoadedVocab> cache;
+  auto [it, inserted] = cache.try_emplace(name);
+  LoadedVocab& v = it->second;
+  if (!inserted) return v;
+  const std::string path = testing::VocabPath(name);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto gguf = GgufFile::Open(path);
+  if (!gguf.ok()) {
+    v.error = gguf.status().message();
+    return v;
+  }
+  v.gguf = std::move(gguf).value();
+  auto tok = Tokenizer::FromGguf(*v.gguf);
+  if (!tok.ok()) {
+    v.error = tok.status().message();
+    return v;
+  }
+  v.tok = std::move(tok).value();
+  v.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!testing::ReadVocabCases(path, &v.cases, &v.error)) v.tok.reset();
+  return v;
+}
+
+class VocabVectorsTest : public ::testing::TestWithParam<VocabParam> {
+ protected:
+  void SetUp() override {
+    const LoadedVocab& v = GetVocab(GetParam().name);
+    ASSERT_TRUE(v.tok) << v.error;
+    tok_ = v.tok.get();
+    cases_ = &v.cases;
+    load_seconds_ = v.load_seconds;
+  }
+
+  const Tokenizer* tok_ = nullptr;
+  const std::vector<testing::VocabCase>* cases_ = nullptr;
+  double load_seconds_ = 0;
+};
+
+TEST_P(VocabVectorsTest, MetadataAndLoadTime) {
+  EXPECT_EQ(tok_->model(), GetParam().model);
+  EXPECT_EQ(tok_->pre(), GetParam().pre);
+  EXPECT_EQ(tok_->n_vocab(), GetParam().n_vocab);
+  EXPECT_EQ(cases_->size(), 46u);
+#if defined(NDEBUG) && !defined(__SANITIZE_ADDRESS__)
+  // Open + FromGguf; the largest vocab (deepseek-llm, 102400 tokens) must stay interactive.
+  EXPECT_LT(load_seconds_, 1.0) << GetParam().name;
+#endif
+  RecordProperty("load_ms", static_cast<int>(load_seconds_ * 1000));
+}
+
+TEST_P(VocabVectorsTest, EncodeMatchesHuggingFace) {
+  int failures = 0;
+  for (const auto& c : *cases_) {
+    const std::vector<int32_t> got = tok_->Encode(c.text, /*add_bos=*/false);
+    if (got != c.ids) {
+      ++failures;
+      ADD_FAILURE() << GetParam().name << ": input \"" << Escape(c.text) << "\"\n  expected"
+                    << IdsToString(c.ids) << "\n  got     " << IdsToString(got);
+    }
+  }
+  EXPECT_EQ(failures, 0);
+}
+
+TEST_P(VocabVectorsTest, DecodeRoundTrips) {
+  const bool spm = tok_->model() == "llama";
+  for (const auto& c : *cases_) {
+    std::string want = c.text;
+    // SentencePiece's dummy prefix: decoding gives the text with one extra leading space.
+    if (spm && !want.empty()) want = " " + want;
+    EXPECT_EQ(tok_->Decode(c.ids), want) << GetParam().name << ": \"" << Escape(c.text) << "\"";
+    EXPECT_EQ(tok_->Decode(tok_->Encode(c.text, false)), want);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AllVocabs, VocabVectorsTest,
+    ::testing::Values(VocabParam{"llama-spm", "llama", "default", 32000},
+                      VocabParam{"phi-3", "llama", "default", 32064},
+                      VocabParam{"gpt-2", "gpt2", "gpt-2", 50257},
+                      VocabParam{"starcoder", "gpt2", "starcoder", 49152},
+                      VocabParam{"falcon", "gpt2", "falcon", 65024},
+                      VocabParam{"mpt", "gpt2", "mpt", 50432},
+                      VocabParam{"refact", "gpt2", "refact", 49216},
+                      VocabParam{"deepseek-llm", "gpt2", "deepseek-llm", 102400},
+                      VocabParam{"deepseek-coder", "gpt2", "deepseek-coder", 32256}),
+    [](const ::testing::TestParamInfo<VocabParam>& info) {
+      std::string n = info.param.name;
+      for (char& c : n) {
+        if (c == '-') c = '_';
+      }
+      return n;
+    });
+
+}  // namespace
+}  // namespace goose
