@@ -74,19 +74,25 @@ class Model {
 
 class Context {
  public:
-  // n_ctx: KV capacity in tokens (0 = min(model's context length, 4096)).
+  // n_ctx: KV capacity in tokens (0 = min(model's context length, 4096)). pool may be null
+  // (single-threaded). Allocates the f32 KV cache [n_layer, n_ctx, n_head_kv * head_dim] x 2.
   Context(const Model& model, int n_ctx, ThreadPool* pool);
   ~Context();
 
   Status Forward(std::span<const int32_t> tokens, std::span<const int32_t> parents);
-  // Convenience: a causal chain continuing the committed prefix.
+  // Convenience: Forward with parents[i] = i - 1 (a causal chain continuing the committed
+  // prefix). Like Forward it commits nothing; KeepAll() (or KeepPath) commits.
   Status ForwardChain(std::span<const int32_t> tokens);
 
   // Logits of batch row i of the last Forward: [n_vocab].
   const float* logits(int i) const;
   int n_batch() const { return n_batch_; }
 
+  // KeepPath/KeepAll/Truncate take engine-computed arguments: misuse (no pending batch, a path
+  // that is not a root-to-node path, n_past out of range) is a GOOSE_CHECK failure.
   void KeepPath(std::span<const int32_t> path);
+  // Commits every row of the last batch, which must have been a chain (e.g. a prefill).
+  void KeepAll();
   void Truncate(int n_past);
 
   int n_past() const { return n_past_; }

@@ -27,7 +27,9 @@ struct WeightMatrix {
 };
 
 // out[t, r] = sum_c W[r, c] * x[t, c] for t < n_tokens, r < W.rows.
-// x: [n_tokens, W.cols] f32; out: [n_tokens, W.rows] f32.
+// x: [n_tokens, W.cols] f32; out: [n_tokens, W.rows] f32. Weight-stationary: blocks of 8 rows
+// are converted to f32 once and applied to every token. pool may be null; small products run
+// on the calling thread. W.dtype must be F32, F16, BF16 or Q8_0.
 void MatMul(const WeightMatrix& w, const float* x, int n_tokens, float* out, ThreadPool* pool);
 
 // Row `row` of W converted to f32 (embedding lookup). out: [W.cols].
@@ -40,6 +42,11 @@ void RmsNorm(const float* x, const float* weight, int n, float eps, float* y);
 // first n_rot dims rotate. kNormal rotates adjacent pairs (2i, 2i+1); kNeox rotates (i, i+n_rot/2).
 // theta_i = pos * freq_scale * base^(-2i/n_rot).
 void Rope(float* v, int head_dim, int n_rot, int pos, float base, float freq_scale, bool neox);
+// Rope split in two so a forward pass computes the angles once per position for all heads:
+// cos/sin[i] for i < n_rot/2 (theta_i computed as ggml: pos * scale^i by repeated products),
+// then the rotation of one head vector. Rope() == RopeCosSin + RopeApply.
+void RopeCosSin(int pos, int n_rot, float base, float freq_scale, float* cos_out, float* sin_out);
+void RopeApply(float* v, int n_rot, const float* cos_t, const float* sin_t, bool neox);
 
 // out[i] = silu(gate[i]) * up[i].
 void SwiGlu(const float* gate, const float* up, int n, float* out);
@@ -47,7 +54,21 @@ void SwiGlu(const float* gate, const float* up, int n, float* out);
 // In-place softmax over n values (max-subtracted, fixed order).
 void Softmax(float* x, int n);
 
-// Dot product with the fixed accumulation order used everywhere (f32 x f32).
+// Dot product with the fixed accumulation order used everywhere (f32 x f32): 16 lanes, lane l
+// sums elements l, l+16, ... in order, then a fixed pairwise reduction (ops_kernels.inc).
+// MatMul rows use exactly this order; non-f32 weights are first converted to f32 exactly
+// (F16/BF16) or as d * q rounded to f32 (Q8_0, as ggml's dequantization).
 float Dot(const float* a, const float* b, int n);
+
+// y[i] += a * x[i] (element-wise; attention accumulates values in key order with it).
+void Axpy(float a, const float* x, float* y, int n);
+
+// Attention helpers over a run of rows `stride` floats apart, with exactly the operations of
+// the per-row calls (one dispatch instead of one per key):
+// out[j] = Dot(q, keys + j * stride, n) * scale for j < n_keys.
+void DotBatch(const float* q, const float* keys, int64_t stride, int n_keys, int n, float scale,
+              float* out);
+// out[d] += w[j] * rows[j * stride + d], for j = 0 .. n_rows-1 in order (== Axpy per row).
+void AxpyRows(const float* w, const float* rows, int64_t stride, int n_rows, int n, float* out);
 
 }  // namespace goose

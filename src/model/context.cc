@@ -1,0 +1,281 @@
+// Context: KV cache + scratch, and the tree-batched forward pass.
+//
+// Why the tree logits equal the sequential ones bit for bit: every op below is either per token
+// (embedding, norms, bias, RoPE at position n_past + depth, SwiGLU, residual adds) or a MatMul
+// whose rows are batch-invariant (ops.h), and attention for query i visits exactly the keys the
+// sequential pass would see - committed slots [0, n_past) then i's ancestors and i itself, in
+// increasing order, which is the order they occupy a sequential cache - with the same Dot,
+// Softmax and Axpy calls. Masked keys are never touched.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "model/model.h"
+#include "util/check.h"
+
+namespace goose {
+
+namespace {
+// Below this many multiply-adds attention runs on the calling thread.
+constexpr int64_t kMinParallelAttention = 1 << 17;
+}  // namespace
+
+struct Context::Impl {
+  int q_dim = 0, kv_dim = 0;
+  std::vector<float> k_cache, v_cache;  // [n_layer, n_ctx, kv_dim] each
+
+  // Scratch for the largest batch seen so far (grown, never shrunk: steady state allocates
+  // nothing).
+  int capacity = 0;
+  std::vector<float> x;       // [N, n_embd] residual stream
+  std::vector<float> xn;      // [N, max(n_embd, q_dim)] normed input / attention output
+  std::vector<float> q;       // [N, q_dim]
+  std::vector<float> tmp;     // [N, n_embd]
+  std::vector<float> gate;    // [N, n_ff]
+  std::vector<float> up;      // [N, n_ff]
+  std::vector<float> logits;  // [N, n_vocab]
+  std::vector<float> rope;    // [N, n_rot]: cos[n_rot/2] then sin[n_rot/2]
+  std::vector<int32_t> parents, depth;  // [N]
+  std::vector<int32_t> chain;           // [N] ForwardChain's parents
+  std::vector<float> scores;            // [n_threads, n_ctx]
+  std::vector<int32_t> ancestors;       // [n_threads, N]
+  bool pending = false;                 // the last batch's KV entries are not yet committed
+  bool pending_is_chain = false;
+};
+
+Context::Context(const Model& model, int n_ctx, ThreadPool* pool)
+    : model_(model), pool_(pool), impl_(std::make_unique<Impl>()) {
+  const LlamaConfig& c = model.config();
+  GOOSE_CHECK(n_ctx >= 0);
+  n_ctx_ = n_ctx > 0 ? n_ctx : std::min(c.n_ctx_train, 4096);
+  impl_->q_dim = c.n_head * c.head_dim;
+  impl_->kv_dim = c.n_head_kv * c.head_dim;
+  const size_t kv = static_cast<size_t>(c.n_layer) * n_ctx_ * impl_->kv_dim;
+  impl_->k_cache.assign(kv, 0.0f);
+  impl_->v_cache.assign(kv, 0.0f);
+  const int n_threads = pool_ ? pool_->size() : 1;
+  impl_->scores.assign(static_cast<size_t>(n_threads) * n_ctx_, 0.0f);
+}
+
+Context::~Context() = default;
+
+const float* Context::logits(int i) const {
+  GOOSE_CHECK(i >= 0 && i < n_batch_);
+  return impl_->logits.data() + static_cast<size_t>(i) * model_.config().n_vocab;
+}
+
+Status Context::ForwardChain(std::span<const int32_t> tokens) {
+  std::vector<int32_t>& chain = impl_->chain;
+  if (chain.size() < tokens.size()) {
+    const size_t old = chain.size();
+    chain.resize(tokens.size());
+    for (size_t i = old; i < chain.size(); ++i) chain[i] = static_cast<int32_t>(i) - 1;
+  }
+  return Forward(tokens, std::span<const int32_t>(chain.data(), tokens.size()));
+}
+
+Status Context::Forward(std::span<const int32_t> tokens, std::span<const int32_t> parents) {
+  const LlamaConfig& c = model_.config();
+  Impl& s = *impl_;
+  const int n = static_cast<int>(tokens.size());
+  if (tokens.empty()) return Status::Error("Forward: empty batch");
+  if (parents.size() != tokens.size()) {
+    return Status::Error(StrFormat("Forward: %zu tokens but %zu parents", tokens.size(),
+                                   parents.size()));
+  }
+  if (tokens.size() > static_cast<size_t>(n_ctx_ - n_past_)) {
+    return Status::Error(StrFormat("Forward: batch of %zu tokens does not fit: n_past %d + %zu > "
+                                   "n_ctx %d",
+                                   tokens.size(), n_past_, tokens.size(), n_ctx_));
+  }
+  bool chain = true;
+  for (int i = 0; i < n; ++i) {
+    if (tokens[i] < 0 || tokens[i] >= c.n_vocab) {
+      return Status::Error(StrFormat("Forward: token %d at batch index %d is outside the "
+                                     "vocabulary [0, %d)",
+                                     tokens[i], i, c.n_vocab));
+    }
+    if (parents[i] < -1 || parents[i] >= i) {
+      return Status::Error(StrFormat(
+          "Forward: parents[%d] = %d, expected -1 or an earlier index (< %d)", i, parents[i], i));
+    }
+    chain = chain && parents[i] == i - 1;
+  }
+
+  // Grow scratch to this batch size.
+  if (n > s.capacity) {
+    const int nt = pool_ ? pool_->size() : 1;
+    const size_t N = static_cast<size_t>(n);
+    s.x.resize(N * c.n_embd);
+    s.xn.resize(N * std::max(c.n_embd, s.q_dim));
+    s.q.resize(N * s.q_dim);
+    s.tmp.resize(N * c.n_embd);
+    s.gate.resize(N * c.n_ff);
+    s.up.resize(N * c.n_ff);
+    s.logits.resize(N * c.n_vocab);
+    s.rope.resize(N * c.n_rot);
+    s.parents.resize(N);
+    s.depth.resize(N);
+    s.ancestors.resize(N * nt);
+    s.capacity = n;
+  }
+  n_batch_ = 0;  // logits are invalid until this pass completes
+  s.pending = false;
+
+  const int half_rot = c.n_rot / 2;
+  for (int i = 0; i < n; ++i) {
+    s.parents[i] = parents[i];
+    s.depth[i] = parents[i] < 0 ? 0 : s.depth[parents[i]] + 1;
+    float* cs = s.rope.data() + static_cast<size_t>(i) * c.n_rot;
+    RopeCosSin(n_past_ + s.depth[i], c.n_rot, c.rope_freq_base, c.rope_freq_scale, cs,
+               cs + half_rot);
+    GetRow(model_.token_embd(), tokens[i], s.x.data() + static_cast<size_t>(i) * c.n_embd);
+  }
+
+  const int hd = c.head_dim;
+  const int group = c.n_head / c.n_head_kv;
+  const float kq_scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const bool neox = c.rope_style == RopeStyle::kNeox;
+  const size_t layer_kv = static_cast<size_t>(n_ctx_) * s.kv_dim;
+
+  for (int l = 0; l < c.n_layer; ++l) {
+    const LayerWeights& L = model_.layers()[l];
+    float* k_layer = s.k_cache.data() + l * layer_kv;
+    float* v_layer = s.v_cache.data() + l * layer_kv;
+    // The batch's K/V rows go straight into their (pending) cache slots n_past + i.
+    float* k_new = k_layer + static_cast<size_t>(n_past_) * s.kv_dim;
+    float* v_new = v_layer + static_cast<size_t>(n_past_) * s.kv_dim;
+
+    for (int i = 0; i < n; ++i) {
+      RmsNorm(s.x.data() + i * c.n_embd, L.attn_norm, c.n_embd, c.rms_eps,
+              s.xn.data() + i * c.n_embd);
+    }
+    MatMul(L.wq, s.xn.data(), n, s.q.data(), pool_);
+    MatMul(L.wk, s.xn.data(), n, k_new, pool_);
+    MatMul(L.wv, s.xn.data(), n, v_new, pool_);
+    for (int i = 0; i < n; ++i) {
+      float* qi = s.q.data() + static_cast<size_t>(i) * s.q_dim;
+      float* ki = k_new + static_cast<size_t>(i) * s.kv_dim;
+      float* vi = v_new + static_cast<size_t>(i) * s.kv_dim;
+      if (L.bq != nullptr) {
+        for (int d = 0; d < s.q_dim; ++d) qi[d] += L.bq[d];
+        for (int d = 0; d < s.kv_dim; ++d) ki[d] += L.bk[d];
+        for (int d = 0; d < s.kv_dim; ++d) vi[d] += L.bv[d];
+      }
+      const float* cs = s.rope.data() + static_cast<size_t>(i) * c.n_rot;
+      for (int h = 0; h < c.n_head; ++h) RopeApply(qi + h * hd, c.n_rot, cs, cs + half_rot, neox);
+      for (int h = 0; h < c.n_head_kv; ++h) {
+        RopeApply(ki + h * hd, c.n_rot, cs, cs + half_rot, neox);
+      }
+    }
+
+    // Attention: one task per (query, head); threads split tasks, never a reduction.
+    float* attn = s.xn.data();  // [N, q_dim]; xn is free until the next norm
+    const int n_tasks = n * c.n_head;
+    auto attend = [&](int t0, int t1, int thread_idx) {
+      float* scores = s.scores.data() + static_cast<size_t>(thread_idx) * n_ctx_;
+      int32_t* anc = s.ancestors.data() + static_cast<size_t>(thread_idx) * s.capacity;
+      int anc_for = -1, n_anc = 0;
+      for (int task = t0; task < t1; ++task) {
+        const int i = task / c.n_head, h = task % c.n_head;
+        if (anc_for != i) {  // i's ancestors and i itself, in increasing batch order
+          n_anc = s.depth[i] + 1;
+          for (int j = i, k = n_anc - 1; j >= 0; j = s.parents[j], --k) anc[k] = j;
+          anc_for = i;
+        }
+        const float* qv = s.q.data() + static_cast<size_t>(i) * s.q_dim + h * hd;
+        const size_t kv_off = static_cast<size_t>(h / group) * hd;
+        // Committed keys [0, n_past) in one run, then the ancestors in increasing order.
+        const float* k_head = k_layer + kv_off;
+        const float* v_head = v_layer + kv_off;
+        DotBatch(qv, k_head, s.kv_dim, n_past_, hd, kq_scale, scores);
+        for (int a = 0; a < n_anc; ++a) {
+          const size_t slot = static_cast<size_t>(n_past_ + anc[a]);
+          scores[n_past_ + a] = Dot(qv, k_head + slot * s.kv_dim, hd) * kq_scale;
+        }
+        Softmax(scores, n_past_ + n_anc);
+        float* out = attn + static_cast<size_t>(i) * s.q_dim + h * hd;
+        std::fill(out, out + hd, 0.0f);
+        AxpyRows(scores, v_head, s.kv_dim, n_past_, hd, out);
+        for (int a = 0; a < n_anc; ++a) {
+          const size_t slot = static_cast<size_t>(n_past_ + anc[a]);
+          Axpy(scores[n_past_ + a], v_head + slot * s.kv_dim, out, hd);
+        }
+      }
+    };
+    const int64_t attn_work = static_cast<int64_t>(n_tasks) * (n_past_ + 1) * hd;
+    if (pool_ == nullptr || pool_->size() == 1 || attn_work < kMinParallelAttention) {
+      attend(0, n_tasks, 0);
+    } else {
+      pool_->Run([&](int t, int nt) {
+        attend(static_cast<int>(static_cast<int64_t>(n_tasks) * t / nt),
+               static_cast<int>(static_cast<int64_t>(n_tasks) * (t + 1) / nt), t);
+      });
+    }
+
+    MatMul(L.wo, attn, n, s.tmp.data(), pool_);
+    for (size_t e = 0; e < static_cast<size_t>(n) * c.n_embd; ++e) s.x[e] += s.tmp[e];
+
+    for (int i = 0; i < n; ++i) {
+      RmsNorm(s.x.data() + i * c.n_embd, L.ffn_norm, c.n_embd, c.rms_eps,
+              s.xn.data() + i * c.n_embd);
+    }
+    MatMul(L.w_gate, s.xn.data(), n, s.gate.data(), pool_);
+    MatMul(L.w_up, s.xn.data(), n, s.up.data(), pool_);
+    SwiGlu(s.gate.data(), s.up.data(), n * c.n_ff, s.gate.data());
+    MatMul(L.w_down, s.gate.data(), n, s.tmp.data(), pool_);
+    for (size_t e = 0; e < static_cast<size_t>(n) * c.n_embd; ++e) s.x[e] += s.tmp[e];
+  }
+
+  for (int i = 0; i < n; ++i) {
+    RmsNorm(s.x.data() + i * c.n_embd, model_.output_norm(), c.n_embd, c.rms_eps,
+            s.xn.data() + i * c.n_embd);
+  }
+  MatMul(model_.output(), s.xn.data(), n, s.logits.data(), pool_);
+  n_batch_ = n;
+  s.pending = true;
+  s.pending_is_chain = chain;
+  return Status::Ok();
+}
+
+void Context::KeepPath(std::span<const int32_t> path) {
+  Impl& s = *impl_;
+  GOOSE_CHECK(s.pending);
+  GOOSE_CHECK(path.size() <= static_cast<size_t>(n_batch_));
+  for (size_t j = 0; j < path.size(); ++j) {
+    GOOSE_CHECK(path[j] >= 0 && path[j] < n_batch_);
+    GOOSE_CHECK(s.parents[path[j]] == (j == 0 ? -1 : path[j - 1]));
+  }
+  // In place, increasing j: each source slot n_past + path[j] >= its destination n_past + j,
+  // and no later source has been overwritten yet (path[k] >= k > j) - algorithms.md §8.4.
+  const LlamaConfig& c = model_.config();
+  const size_t layer_kv = static_cast<size_t>(n_ctx_) * s.kv_dim;
+  const size_t row_bytes = static_cast<size_t>(s.kv_dim) * sizeof(float);
+  for (size_t j = 0; j < path.size(); ++j) {
+    if (static_cast<size_t>(path[j]) == j) continue;
+    const size_t src = static_cast<size_t>(n_past_ + path[j]) * s.kv_dim;
+    const size_t dst = (n_past_ + j) * s.kv_dim;
+    for (int l = 0; l < c.n_layer; ++l) {
+      std::memcpy(s.k_cache.data() + l * layer_kv + dst, s.k_cache.data() + l * layer_kv + src,
+                  row_bytes);
+      std::memcpy(s.v_cache.data() + l * layer_kv + dst, s.v_cache.data() + l * layer_kv + src,
+                  row_bytes);
+    }
+  }
+  n_past_ += static_cast<int>(path.size());
+  s.pending = false;
+}
+
+void Context::KeepAll() {
+  GOOSE_CHECK(impl_->pending && impl_->pending_is_chain);
+  n_past_ += n_batch_;
+  impl_->pending = false;
+}
+
+void Context::Truncate(int n_past) {
+  GOOSE_CHECK(n_past >= 0 && n_past <= n_past_);
+  n_past_ = n_past;
+  impl_->pending = false;
+}
+
+}  // namespace goose

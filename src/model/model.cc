@@ -1,0 +1,152 @@
+// Model::Load: maps the GGUF, reads the config, validates every tensor (name, shape, dtype)
+// and builds the tokenizer. Weight matrices stay in the mapping; norms and biases become f32.
+#include "model/model.h"
+
+#include <cstring>
+#include <utility>
+
+#include "util/fp16.h"
+
+namespace goose {
+
+namespace {
+
+std::string DimsString(const std::vector<int64_t>& dims) {
+  std::string s = "[";
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (i) s += ", ";
+    s += std::to_string(dims[i]);
+  }
+  return s + "]";
+}
+
+class TensorReader {
+ public:
+  TensorReader(const GgufFile& gguf, std::vector<std::vector<float>>* owned)
+      : gguf_(gguf), owned_(owned) {}
+
+  Status Error(const std::string& name, const std::string& what) const {
+    return Status::Error(
+        StrFormat("%s: tensor '%s' %s", gguf_.path().c_str(), name.c_str(), what.c_str()));
+  }
+
+  StatusOr<const GgufTensorInfo*> Find(const std::string& name,
+                                       const std::vector<int64_t>& dims) const {
+    const GgufTensorInfo* t = gguf_.FindTensor(name);
+    if (t == nullptr) return Error(name, "is missing");
+    if (t->dims != dims) {
+      return Error(name, StrFormat("has shape %s, expected %s", DimsString(t->dims).c_str(),
+                                   DimsString(dims).c_str()));
+    }
+    return t;
+  }
+
+  // A matrix [rows, cols] (GGUF dims {cols, rows}) in a dtype the kernels implement.
+  StatusOr<WeightMatrix> Matrix(const std::string& name, int64_t rows, int64_t cols) const {
+    GOOSE_ASSIGN_OR_RETURN(const GgufTensorInfo* t, Find(name, {cols, rows}));
+    if (!DTypeSupported(t->dtype)) {
+      return Error(name, StrFormat("has dtype %s, supported: f32, f16, bf16, q8_0",
+                                   std::string(GetDTypeInfo(t->dtype).name).c_str()));
+    }
+    if (cols % GetDTypeInfo(t->dtype).block_size != 0) {
+      return Error(name, StrFormat("row length %lld is not a multiple of the %s block size",
+                                   static_cast<long long>(cols),
+                                   std::string(GetDTypeInfo(t->dtype).name).c_str()));
+    }
+    WeightMatrix w;
+    w.dtype = t->dtype;
+    w.data = t->data;
+    w.rows = rows;
+    w.cols = cols;
+    if (static_cast<uint64_t>(w.row_bytes() * rows) != t->n_bytes) {
+      return Error(name, "has a byte size inconsistent with its shape");
+    }
+    if (w.dtype == DType::kF32 && reinterpret_cast<uintptr_t>(t->data) % alignof(float) != 0) {
+      return Error(name, "data is not 4-byte aligned");
+    }
+    return w;
+  }
+
+  // A vector [n] as f32 (converted into owned storage if stored as f16/bf16 or misaligned).
+  StatusOr<const float*> Vector(const std::string& name, int64_t n) const {
+    GOOSE_ASSIGN_OR_RETURN(const GgufTensorInfo* t, Find(name, {n}));
+    if (t->dtype == DType::kF32 && reinterpret_cast<uintptr_t>(t->data) % alignof(float) == 0) {
+      return reinterpret_cast<const float*>(t->data);
+    }
+    std::vector<float> v(static_cast<size_t>(n));
+    if (t->dtype == DType::kF32) {
+      std::memcpy(v.data(), t->data, static_cast<size_t>(n) * 4);
+    } else if (t->dtype == DType::kF16 || t->dtype == DType::kBF16) {
+      for (int64_t i = 0; i < n; ++i) {
+        uint16_t h;
+        std::memcpy(&h, t->data + 2 * i, 2);
+        v[i] = t->dtype == DType::kF16 ? F16ToF32(h) : BF16ToF32(h);
+      }
+    } else {
+      return Error(name, StrFormat("has dtype %s, expected f32 or f16",
+                                   std::string(GetDTypeInfo(t->dtype).name).c_str()));
+    }
+    owned_->push_back(std::move(v));
+    return static_cast<const float*>(owned_->back().data());
+  }
+
+ private:
+  const GgufFile& gguf_;
+  std::vector<std::vector<float>>* owned_;
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& path) {
+  std::unique_ptr<Model> m(new Model());
+  GOOSE_ASSIGN_OR_RETURN(m->gguf_, GgufFile::Open(path));
+  GOOSE_ASSIGN_OR_RETURN(m->config_, LlamaConfig::FromGguf(*m->gguf_));
+  const LlamaConfig& c = m->config_;
+  const TensorReader r(*m->gguf_, &m->owned_f32_);
+
+  const int64_t q_dim = static_cast<int64_t>(c.n_head) * c.head_dim;
+  const int64_t kv_dim = static_cast<int64_t>(c.n_head_kv) * c.head_dim;
+  GOOSE_ASSIGN_OR_RETURN(m->token_embd_, r.Matrix("token_embd.weight", c.n_vocab, c.n_embd));
+  if (c.tied_output) {
+    m->output_ = m->token_embd_;
+  } else {
+    GOOSE_ASSIGN_OR_RETURN(m->output_, r.Matrix("output.weight", c.n_vocab, c.n_embd));
+  }
+  GOOSE_ASSIGN_OR_RETURN(m->output_norm_, r.Vector("output_norm.weight", c.n_embd));
+
+  uint64_t bytes = static_cast<uint64_t>(m->token_embd_.row_bytes()) +
+                   m->output_.row_bytes() * m->output_.rows + c.n_embd * 4ull;
+  m->layers_.resize(static_cast<size_t>(c.n_layer));
+  for (int l = 0; l < c.n_layer; ++l) {
+    LayerWeights& L = m->layers_[l];
+    const std::string p = "blk." + std::to_string(l) + ".";
+    GOOSE_ASSIGN_OR_RETURN(L.attn_norm, r.Vector(p + "attn_norm.weight", c.n_embd));
+    GOOSE_ASSIGN_OR_RETURN(L.wq, r.Matrix(p + "attn_q.weight", q_dim, c.n_embd));
+    GOOSE_ASSIGN_OR_RETURN(L.wk, r.Matrix(p + "attn_k.weight", kv_dim, c.n_embd));
+    GOOSE_ASSIGN_OR_RETURN(L.wv, r.Matrix(p + "attn_v.weight", kv_dim, c.n_embd));
+    GOOSE_ASSIGN_OR_RETURN(L.wo, r.Matrix(p + "attn_output.weight", c.n_embd, q_dim));
+    if (c.has_qkv_bias) {
+      GOOSE_ASSIGN_OR_RETURN(L.bq, r.Vector(p + "attn_q.bias", q_dim));
+      GOOSE_ASSIGN_OR_RETURN(L.bk, r.Vector(p + "attn_k.bias", kv_dim));
+      GOOSE_ASSIGN_OR_RETURN(L.bv, r.Vector(p + "attn_v.bias", kv_dim));
+    }
+    GOOSE_ASSIGN_OR_RETURN(L.ffn_norm, r.Vector(p + "ffn_norm.weight", c.n_embd));
+    GOOSE_ASSIGN_OR_RETURN(L.w_gate, r.Matrix(p + "ffn_gate.weight", c.n_ff, c.n_embd));
+    GOOSE_ASSIGN_OR_RETURN(L.w_up, r.Matrix(p + "ffn_up.weight", c.n_ff, c.n_embd));
+    GOOSE_ASSIGN_OR_RETURN(L.w_down, r.Matrix(p + "ffn_down.weight", c.n_embd, c.n_ff));
+    for (const WeightMatrix* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) {
+      bytes += static_cast<uint64_t>(w->row_bytes() * w->rows);
+    }
+    bytes += 2ull * c.n_embd * 4 + (c.has_qkv_bias ? (q_dim + 2 * kv_dim) * 4ull : 0);
+  }
+  m->weight_bytes_ = bytes;
+
+  GOOSE_ASSIGN_OR_RETURN(m->tokenizer_, Tokenizer::FromGguf(*m->gguf_));
+  if (m->tokenizer_->n_vocab() != c.n_vocab) {
+    return Status::Error(StrFormat("%s: tokenizer has %d tokens but the model's vocabulary is %d",
+                                   path.c_str(), m->tokenizer_->n_vocab(), c.n_vocab));
+  }
+  return m;
+}
+
+}  // namespace goose

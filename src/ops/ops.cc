@@ -1,0 +1,227 @@
+// Kernel dispatch and the non-reducing ops. The reducing kernels live in ops_kernels.inc,
+// compiled once per CPU level; see that file for the fixed accumulation order.
+#include "ops/ops.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "ops/cpu_features.h"
+#include "util/check.h"
+#include "util/fp16.h"
+
+#pragma GCC diagnostic ignored "-Wpsabi"
+// GCC 12 false positive inside avx512fintrin.h (_mm512_cvtph_ps).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+namespace goose {
+
+namespace kern_base {
+#include "ops/ops_kernels.inc"
+static void ConvertF16(const uint16_t* src, int64_t n, float* dst) {
+  const float* table = F16Table();
+  for (int64_t i = 0; i < n; ++i) dst[i] = table[src[i]];
+}
+}  // namespace kern_base
+
+#pragma GCC push_options
+#pragma GCC target("avx2,f16c")
+namespace kern_avx2 {
+#include "ops/ops_kernels.inc"
+static void ConvertF16(const uint16_t* src, int64_t n, float* dst) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
+    _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(h));
+  }
+  const float* table = F16Table();
+  for (; i < n; ++i) dst[i] = table[src[i]];
+}
+}  // namespace kern_avx2
+#pragma GCC pop_options
+
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl,avx2,f16c")
+namespace kern_avx512 {
+#include "ops/ops_kernels.inc"
+static void ConvertF16(const uint16_t* src, int64_t n, float* dst) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i));
+    _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(h));
+  }
+  const float* table = F16Table();
+  for (; i < n; ++i) dst[i] = table[src[i]];
+}
+}  // namespace kern_avx512
+#pragma GCC pop_options
+
+namespace {
+
+struct Kernels {
+  float (*dot)(const float*, const float*, int);
+  void (*dot_rows_tokens)(const float* const*, int, const float*, int, int, float*, int64_t);
+  void (*axpy)(float, const float*, float*, int);
+  void (*dot_batch)(const float*, const float*, int64_t, int, int, float, float*);
+  void (*axpy_rows)(const float*, const float*, int64_t, int, int, float*);
+  void (*f16)(const uint16_t*, int64_t, float*);
+  void (*bf16)(const uint16_t*, int64_t, float*);
+  void (*q8_0)(const uint8_t*, int64_t, const float*, float*);
+};
+
+#define GOOSE_KERNELS(ns) \
+  Kernels {                                                                        \
+    ns::Dot, ns::DotRowsTokens, ns::Axpy, ns::DotBatch, ns::AxpyRows, ns::ConvertF16,  \
+        ns::ConvertBF16, ns::DequantQ8_0 }
+const Kernels kKernels[] = {GOOSE_KERNELS(kern_base), GOOSE_KERNELS(kern_avx2),
+                            GOOSE_KERNELS(kern_avx512)};
+#undef GOOSE_KERNELS
+
+const Kernels& Active() { return kKernels[static_cast<int>(ActiveCpuLevel())]; }
+
+// Rows converted to f32 per MatMul step: the block's weights are read from memory once and
+// reused from L1/L2 for every token of the batch (weight-stationary).
+constexpr int kRowBlock = 8;
+// Below this many multiply-adds a MatMul runs on the calling thread: ~10 us of work, less than
+// waking and joining the pool costs (and far less under CPU contention).
+constexpr int64_t kMinParallelWork = 1 << 17;
+
+void ConvertRow(const Kernels& k, const WeightMatrix& w, int64_t row, float* out) {
+  const uint8_t* src = static_cast<const uint8_t*>(w.data) + row * w.row_bytes();
+  switch (w.dtype) {
+    case DType::kF32:
+      std::memcpy(out, src, static_cast<size_t>(w.cols) * 4);
+      return;
+    case DType::kF16:
+      k.f16(reinterpret_cast<const uint16_t*>(src), w.cols, out);
+      return;
+    case DType::kBF16:
+      k.bf16(reinterpret_cast<const uint16_t*>(src), w.cols, out);
+      return;
+    case DType::kQ8_0:
+      k.q8_0(src, w.cols, F16Table(), out);
+      return;
+    default:
+      GOOSE_CHECK(false && "unsupported weight dtype");
+  }
+}
+
+void MatMulRows(const Kernels& k, const WeightMatrix& w, const float* x, int n_tokens,
+                float* out, int64_t r0, int64_t r1) {
+  thread_local std::vector<float> scratch;
+  const int cols = static_cast<int>(w.cols);
+  if (w.dtype != DType::kF32 && scratch.size() < static_cast<size_t>(kRowBlock * cols)) {
+    scratch.resize(static_cast<size_t>(kRowBlock * cols));
+  }
+  const float* rows[kRowBlock];
+  for (int64_t r = r0; r < r1; r += kRowBlock) {
+    const int nr = static_cast<int>(std::min<int64_t>(kRowBlock, r1 - r));
+    for (int j = 0; j < nr; ++j) {
+      if (w.dtype == DType::kF32) {
+        rows[j] = static_cast<const float*>(w.data) + (r + j) * w.cols;
+      } else {
+        float* dst = scratch.data() + static_cast<size_t>(j) * cols;
+        ConvertRow(k, w, r + j, dst);
+        rows[j] = dst;
+      }
+    }
+    k.dot_rows_tokens(rows, nr, x, n_tokens, cols, out + r, w.rows);
+  }
+}
+
+}  // namespace
+
+void MatMul(const WeightMatrix& w, const float* x, int n_tokens, float* out, ThreadPool* pool) {
+  if (n_tokens <= 0 || w.rows <= 0) return;
+  const Kernels& k = Active();
+  const int64_t work = w.rows * w.cols * n_tokens;
+  if (pool == nullptr || pool->size() == 1 || work < kMinParallelWork) {
+    MatMulRows(k, w, x, n_tokens, out, 0, w.rows);
+    return;
+  }
+  // Threads split output rows only; each row's reduction is the same whatever the split.
+  pool->ParallelFor(w.rows, [&](int64_t r0, int64_t r1) {
+    MatMulRows(k, w, x, n_tokens, out, r0, r1);
+  });
+}
+
+void GetRow(const WeightMatrix& w, int64_t row, float* out) {
+  GOOSE_CHECK(row >= 0 && row < w.rows);
+  ConvertRow(Active(), w, row, out);
+}
+
+float Dot(const float* a, const float* b, int n) { return Active().dot(a, b, n); }
+
+void Axpy(float a, const float* x, float* y, int n) { Active().axpy(a, x, y, n); }
+
+void DotBatch(const float* q, const float* keys, int64_t stride, int n_keys, int n, float scale,
+              float* out) {
+  Active().dot_batch(q, keys, stride, n_keys, n, scale, out);
+}
+
+void AxpyRows(const float* w, const float* rows, int64_t stride, int n_rows, int n, float* out) {
+  Active().axpy_rows(w, rows, stride, n_rows, n, out);
+}
+
+void RmsNorm(const float* x, const float* weight, int n, float eps, float* y) {
+  const float mean = Dot(x, x, n) / static_cast<float>(n);
+  const float scale = 1.0f / std::sqrt(mean + eps);
+  for (int i = 0; i < n; ++i) y[i] = (x[i] * scale) * weight[i];
+}
+
+void RopeCosSin(int pos, int n_rot, float base, float freq_scale, float* cos_out,
+                float* sin_out) {
+  // As ggml: theta_i = pos * theta_scale^i by repeated multiplication, then linear scaling.
+  const float theta_scale = powf(base, -2.0f / static_cast<float>(n_rot));
+  float theta = static_cast<float>(pos);
+  for (int i = 0; i < n_rot / 2; ++i) {
+    const float t = freq_scale * theta;
+    cos_out[i] = cosf(t);
+    sin_out[i] = sinf(t);
+    theta *= theta_scale;
+  }
+}
+
+void RopeApply(float* v, int n_rot, const float* cos_t, const float* sin_t, bool neox) {
+  const int half = n_rot / 2;
+  for (int i = 0; i < half; ++i) {
+    const int i0 = neox ? i : 2 * i;
+    const int i1 = neox ? i + half : 2 * i + 1;
+    const float x0 = v[i0], x1 = v[i1];
+    v[i0] = x0 * cos_t[i] - x1 * sin_t[i];
+    v[i1] = x0 * sin_t[i] + x1 * cos_t[i];
+  }
+}
+
+void Rope(float* v, int head_dim, int n_rot, int pos, float base, float freq_scale, bool neox) {
+  GOOSE_CHECK(n_rot <= head_dim && n_rot % 2 == 0);
+  std::vector<float> cs(static_cast<size_t>(n_rot));
+  RopeCosSin(pos, n_rot, base, freq_scale, cs.data(), cs.data() + n_rot / 2);
+  RopeApply(v, n_rot, cs.data(), cs.data() + n_rot / 2, neox);
+}
+
+void SwiGlu(const float* gate, const float* up, int n, float* out) {
+  for (int i = 0; i < n; ++i) {
+    const float g = gate[i];
+    out[i] = g / (1.0f + std::exp(-g)) * up[i];
+  }
+}
+
+void Softmax(float* x, int n) {
+  if (n <= 0) return;
+  float max = x[0];
+  for (int i = 1; i < n; ++i) max = std::max(max, x[i]);
+  double sum = 0;  // in index order; double so long rows lose nothing
+  for (int i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - max);
+    sum += x[i];
+  }
+  const float inv = static_cast<float>(1.0 / sum);
+  for (int i = 0; i < n; ++i) x[i] *= inv;
+}
+
+}  // namespace goose

@@ -1,0 +1,105 @@
+#include "e2e_util.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "synth/synth.h"
+
+namespace goose {
+
+namespace {
+
+std::unique_ptr<Model> LoadOrDie(const std::string& path) {
+  auto m = Model::Load(path);
+  if (!m.ok()) {
+    std::fprintf(stderr, "cannot load %s: %s\n", path.c_str(), m.status().message().c_str());
+    std::abort();
+  }
+  return std::move(m).value();
+}
+
+std::vector<std::string> JsonlField(const std::string& path, const char* field, int n,
+                                    bool first_turn) {
+  std::vector<std::string> out;
+  std::ifstream in(path);
+  std::string line;
+  while (static_cast<int>(out.size()) < n && std::getline(in, line)) {
+    const auto j = nlohmann::json::parse(line);
+    out.push_back(first_turn ? j.at(field).at(0).get<std::string>()
+                             : j.at(field).get<std::string>());
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string SharedPath(const std::string& rel) {
+  const char* env = std::getenv("GOOSE_SHARED");
+  const std::string dir = env != nullptr && *env != '\0' ? env : GOOSE_SHARED_DIR;
+  return dir + "/" + rel;
+}
+
+const Model& TinyModel() {
+  static const std::unique_ptr<Model> model = LoadOrDie(SharedPath("models/stories260K.gguf"));
+  return *model;
+}
+
+const Model& SynthQwen2Model() {
+  static const std::unique_ptr<Model> model = [] {
+    const std::string dir = (std::filesystem::temp_directory_path() /
+                             ("goose_e2e_" + std::to_string(getpid())))
+                                .string();
+    std::filesystem::create_directories(dir);
+    SynthParams p;
+    p.arch = "qwen2";
+    p.n_embd = 64;
+    p.n_layer = 2;
+    p.n_head = 4;
+    p.n_head_kv = 2;
+    p.n_ff = 128;
+    p.dtype = DType::kQ8_0;
+    p.seed = 7;
+    p.vocab_from = SharedPath("models/stories260K.gguf");
+    const std::string path = dir + "/qwen2.gguf";
+    Status st = SynthesizeModel(p, path);
+    if (!st.ok()) {
+      std::fprintf(stderr, "synth failed: %s\n", st.message().c_str());
+      std::abort();
+    }
+    auto m = LoadOrDie(path);
+    std::filesystem::remove_all(dir);  // the mapping stays valid after unlink
+    return m;
+  }();
+  return *model;
+}
+
+std::vector<std::vector<int32_t>> LosslessPrompts(const Model& model, int max_tokens) {
+  const Tokenizer& tok = model.tokenizer();
+  std::vector<std::vector<int32_t>> prompts;
+  auto add = [&](const std::string& text, int cap) {
+    std::vector<int32_t> ids = tok.Encode(text, true);
+    if (static_cast<int>(ids.size()) > cap) ids.resize(cap);
+    prompts.push_back(ids);
+  };
+  for (const std::string& s : JsonlField(SharedPath("data/tinystories/validation.jsonl"), "text",
+                                         8, false)) {
+    add(s, std::min(49, max_tokens));  // convention 14: BOS + first 48 tokens
+  }
+  for (const std::string& s :
+       JsonlField(SharedPath("data/spec_bench/question.jsonl"), "turns", 8, true)) {
+    add(s, max_tokens);
+  }
+  add("I like cake. I like cake. I like cake. I like cake. I like cake.", max_tokens);
+  add("one, two, three, four, one, two, three, four, one, two, three,", max_tokens);
+  add("The cat sat on the mat. The dog sat on the log. The cat sat on the mat. The dog", max_tokens);
+  add("Lily said, \"Let's play!\" Tom said, \"Let's play!\" Mom said, \"Let's", max_tokens);
+  return prompts;
+}
+
+}  // namespace goose

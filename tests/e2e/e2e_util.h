@@ -1,0 +1,33 @@
+// Shared fixtures for end-to-end tests: the tiny real model, a small synthesized qwen2 model,
+// and a prompt set mixing TinyStories, Spec-Bench and self-repeating texts.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/model.h"
+
+namespace goose {
+
+std::string SharedPath(const std::string& rel);
+const Model& TinyModel();
+// hidden 64, 2 layers, 4/2 heads, ffn 128, q8_0 weights, NeoX RoPE, QKV biases, the tiny
+// model's vocabulary; written once per test binary into a temp dir.
+const Model& SynthQwen2Model();
+
+// `n` prompts tokenized for `model` (BOS included), each at most `max_tokens` long:
+// TinyStories (BOS + first 48 tokens), Spec-Bench first turns, and repetitive texts that make
+// the context matcher fire.
+std::vector<std::vector<int32_t>> LosslessPrompts(const Model& model, int max_tokens);
+
+// True when built with ASan/UBSan: tests then use smaller workloads.
+constexpr bool kSanitized =
+#if defined(__SANITIZE_ADDRESS__)
+    true;
+#else
+    false;
+#endif
+
+}  // namespace goose

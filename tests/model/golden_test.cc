@@ -1,0 +1,146 @@
+// Golden tests on the real stories260K model against llama.cpp's outputs (shared/reference).
+#include <gtest/gtest.h>
+
+#include <time.h>
+
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "model/model.h"
+#include "model_test_util.h"
+#include "sample/sampler.h"
+#include "util/thread_pool.h"
+
+namespace goose {
+namespace {
+
+std::vector<nlohmann::json> ReadJsonl(const std::string& path) {
+  std::ifstream in(path);
+  EXPECT_TRUE(in.good()) << "cannot open " << path;
+  std::vector<nlohmann::json> rows;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!line.empty()) rows.push_back(nlohmann::json::parse(line));
+  }
+  return rows;
+}
+
+TEST(GoldenTest, ConfigOfTinyModel) {
+  const LlamaConfig& c = TinyModel().config();
+  EXPECT_EQ(c.arch, "llama");
+  EXPECT_EQ(c.n_vocab, 512);
+  EXPECT_EQ(c.n_embd, 64);
+  EXPECT_EQ(c.n_layer, 5);
+  EXPECT_EQ(c.n_head, 8);
+  EXPECT_EQ(c.n_head_kv, 4);
+  EXPECT_EQ(c.head_dim, 8);
+  EXPECT_EQ(c.n_ff, 172);
+  EXPECT_EQ(c.n_ctx_train, 512);
+  EXPECT_EQ(c.n_rot, 8);
+  EXPECT_EQ(c.rope_freq_base, 10000.0f);
+  EXPECT_EQ(c.rope_style, RopeStyle::kNormal);
+  EXPECT_FALSE(c.has_qkv_bias);
+  EXPECT_FALSE(c.tied_output);  // the converter writes output.weight explicitly
+}
+
+// Prefill (as one chain batch, or one token at a time), then 128 greedy single-token decodes.
+std::vector<int32_t> Greedy(Context& ctx, const std::vector<int32_t>& prompt, bool batched,
+                            int n_predict) {
+  const int n_vocab = ctx.model().config().n_vocab;
+  if (batched) {
+    EXPECT_TRUE(ctx.ForwardChain(prompt).ok());
+    ctx.KeepAll();
+  } else {
+    for (int32_t t : prompt) {
+      EXPECT_TRUE(ctx.ForwardChain({&t, 1}).ok());
+      ctx.KeepAll();
+    }
+  }
+  std::vector<int32_t> out;
+  int32_t next = Argmax(ctx.logits(ctx.n_batch() - 1), n_vocab);
+  for (int k = 0; k < n_predict; ++k) {
+    out.push_back(next);
+    if (k + 1 == n_predict) break;
+    const int32_t parent = -1;
+    EXPECT_TRUE(ctx.Forward({&next, 1}, {&parent, 1}).ok());
+    ctx.KeepPath(std::vector<int32_t>{0});
+    next = Argmax(ctx.logits(0), n_vocab);
+  }
+  return out;
+}
+
+TEST(GoldenTest, GreedyMatchesLlamaCpp) {
+  const auto rows = ReadJsonl(SharedPath("reference/stories260K_greedy.jsonl"));
+  ASSERT_EQ(rows.size(), 12u);
+  ThreadPool pool(2);
+  for (const auto& row : rows) {
+    const auto prompt = row["prompt_tokens"].get<std::vector<int32_t>>();
+    const auto expected = row["output_tokens"].get<std::vector<int32_t>>();
+    for (bool batched : {false, true}) {
+      Context ctx(TinyModel(), 512, batched ? &pool : nullptr);
+      EXPECT_EQ(Greedy(ctx, prompt, batched, static_cast<int>(expected.size())), expected)
+          << "prompt '" << row["prompt"].get<std::string>() << "' batched=" << batched;
+    }
+  }
+}
+
+TEST(GoldenTest, Top10LogitsMatchLlamaCpp) {
+  const auto rows = ReadJsonl(SharedPath("reference/stories260K_top10.jsonl"));
+  ASSERT_EQ(rows.size(), 3u);
+  const int n_vocab = TinyModel().config().n_vocab;
+  for (const auto& row : rows) {
+    const auto prompt = row["prompt_tokens"].get<std::vector<int32_t>>();
+    const auto tokens = row["output_tokens_first"].get<std::vector<int32_t>>();
+    Context ctx(TinyModel(), 0, nullptr);
+    ASSERT_TRUE(ctx.ForwardChain(prompt).ok());
+    ctx.KeepAll();
+    const auto& positions = row["positions"];
+    for (size_t k = 0; k < positions.size(); ++k) {
+      const float* logits = ctx.logits(ctx.n_batch() - 1);
+      EXPECT_EQ(ctx.n_past() - 1, positions[k]["pos"].get<int>());
+      for (const auto& entry : positions[k]["top"]) {
+        const int id = entry[0].get<int>();
+        const double ref = entry[1].get<double>();
+        ASSERT_LT(id, n_vocab);
+        EXPECT_NEAR(logits[id], ref, 1e-4 * std::max(1.0, std::fabs(ref)))
+            << "step " << k << " id " << id;
+      }
+      EXPECT_EQ(Argmax(logits, n_vocab), tokens[k]);
+      ASSERT_TRUE(ctx.ForwardChain({&tokens[k], 1}).ok());
+      ctx.KeepAll();
+    }
+  }
+}
+
+// Plain decode speed of the tiny model (single-token Forward loop), printed for the report.
+// Wall time depends on machine load; the 1-thread line also gives CPU time of this thread.
+TEST(GoldenTest, DecodeSpeed) {
+  for (int threads : {1, 2}) {
+    ThreadPool pool(threads);
+    Context ctx(TinyModel(), 512, &pool);
+    int32_t tok = 1;
+    const int n = 400;
+    timespec cpu0, cpu1;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu0);
+    const auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < n; ++i) {
+      ASSERT_TRUE(ctx.ForwardChain({&tok, 1}).ok());
+      ctx.KeepAll();
+      tok = Argmax(ctx.logits(0), TinyModel().config().n_vocab);
+    }
+    const double wall =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu1);
+    const double cpu = (cpu1.tv_sec - cpu0.tv_sec) + 1e-9 * (cpu1.tv_nsec - cpu0.tv_nsec);
+    std::printf("tiny model decode, %d thread(s): %.0f tokens/s wall, %.0f tokens/s per CPU-second "
+                "of the calling thread (%d tokens from BOS)\n",
+                threads, n / wall, n / cpu, n);
+  }
+}
+
+}  // namespace
+}  // namespace goose

@@ -1,0 +1,211 @@
+// Loading and Forward errors: every bad input is a Status naming the file and key/tensor.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <functional>
+#include <string>
+
+#include "gguf/gguf_writer.h"
+#include "model/model.h"
+#include "model_test_util.h"
+#include "util/fp16.h"
+
+namespace goose {
+namespace {
+
+// Substring check with the whole message in the failure output (gmock is not linked).
+#define EXPECT_CONTAINS(haystack, needle)                                              \
+  EXPECT_NE(std::string(haystack).find(needle), std::string::npos)                     \
+      << "'" << (haystack) << "' does not contain '" << (needle) << "'"
+
+// What to change when copying the tiny model: metadata edits, and per tensor a callback that
+// may rename/reshape/retype it (return false to drop it).
+struct Edit {
+  std::function<void(GgufWriter&)> metadata = {};
+  std::vector<std::string> drop_keys = {};
+  std::function<bool(std::string& name, std::vector<int64_t>& dims, DType& dtype,
+                     std::vector<uint8_t>& data)>
+      tensor = {};
+};
+
+std::string WriteVariant(const std::string& name, const Edit& edit) {
+  auto src = GgufFile::Open(TinyModelPath());
+  EXPECT_TRUE(src.ok());
+  GgufWriter w;
+  for (const auto& [key, value] : (*src)->metadata()) {
+    if (std::find(edit.drop_keys.begin(), edit.drop_keys.end(), key) == edit.drop_keys.end()) {
+      w.Set(key, value);
+    }
+  }
+  if (edit.metadata) edit.metadata(w);
+  for (const GgufTensorInfo& t : (*src)->tensors()) {
+    std::string tname = t.name;
+    std::vector<int64_t> dims = t.dims;
+    DType dtype = t.dtype;
+    std::vector<uint8_t> data(t.data, t.data + t.n_bytes);
+    if (edit.tensor && !edit.tensor(tname, dims, dtype, data)) continue;
+    w.AddTensor(tname, dims, dtype, std::move(data));
+  }
+  const std::string path = ::testing::TempDir() + "/goose_model_" + name + ".gguf";
+  EXPECT_TRUE(w.Write(path).ok());
+  return path;
+}
+
+std::string LoadError(const std::string& path) {
+  auto m = Model::Load(path);
+  EXPECT_FALSE(m.ok()) << path << " loaded but should not";
+  return m.ok() ? "" : m.status().message();
+}
+
+TEST(ModelErrorsTest, MissingFile) {
+  const std::string msg = LoadError("/nonexistent/dir/model.gguf");
+  EXPECT_CONTAINS(msg, "/nonexistent/dir/model.gguf");
+}
+
+TEST(ModelErrorsTest, UnsupportedArchitecture) {
+  const std::string path = WriteVariant("arch", {.metadata = [](GgufWriter& w) {
+    w.Set("general.architecture", GgufValue::String("mamba"));
+  }});
+  const std::string msg = LoadError(path);
+  EXPECT_CONTAINS(msg, path);
+  EXPECT_CONTAINS(msg, "general.architecture");
+  EXPECT_CONTAINS(msg, "unsupported architecture");
+  EXPECT_CONTAINS(msg, "mamba");
+}
+
+TEST(ModelErrorsTest, MissingKey) {
+  const std::string path = WriteVariant("nokey", {.drop_keys = {"llama.block_count"}});
+  const std::string msg = LoadError(path);
+  EXPECT_CONTAINS(msg, path);
+  EXPECT_CONTAINS(msg, "llama.block_count");
+  EXPECT_CONTAINS(msg, "missing");
+}
+
+TEST(ModelErrorsTest, InvalidKeys) {
+  struct Case {
+    std::string key;
+    GgufValue value;
+    std::string expect;
+  };
+  const Case cases[] = {
+      {"llama.attention.head_count_kv", GgufValue::U32(3), "does not divide"},
+      {"llama.embedding_length", GgufValue::U32(0), "invalid value 0"},
+      {"llama.embedding_length", GgufValue::String("64"), "expected an integer"},
+      {"llama.rope.dimension_count", GgufValue::U32(9), "must be even"},
+      {"llama.rope.scaling.type", GgufValue::String("yarn"), "unsupported"},
+      {"llama.attention.layer_norm_rms_epsilon", GgufValue::F32(-1.0f), "invalid value"},
+  };
+  int k = 0;
+  for (const Case& c : cases) {
+    const std::string path = WriteVariant("badkey" + std::to_string(k++),
+                                          {.metadata = [&](GgufWriter& w) { w.Set(c.key, c.value); }});
+    const std::string msg = LoadError(path);
+    EXPECT_CONTAINS(msg, c.key);
+    EXPECT_CONTAINS(msg, c.expect);
+  }
+}
+
+TEST(ModelErrorsTest, MissingTensor) {
+  const std::string path = WriteVariant("notensor", {.tensor = [](std::string& name, auto&, auto&, auto&) {
+    return name != "blk.2.ffn_up.weight";
+  }});
+  const std::string msg = LoadError(path);
+  EXPECT_CONTAINS(msg, path);
+  EXPECT_CONTAINS(msg, "blk.2.ffn_up.weight");
+  EXPECT_CONTAINS(msg, "missing");
+}
+
+TEST(ModelErrorsTest, WrongShape) {
+  const std::string path = WriteVariant(
+      "shape", {.tensor = [](std::string& name, std::vector<int64_t>& dims, DType&,
+                             std::vector<uint8_t>& data) {
+        if (name == "blk.1.attn_k.weight") {  // [64, 32] -> [64, 64]
+          dims = {64, 64};
+          data.assign(64 * 64 * 4, 0);
+        }
+        return true;
+      }});
+  const std::string msg = LoadError(path);
+  EXPECT_CONTAINS(msg, "blk.1.attn_k.weight");
+  EXPECT_CONTAINS(msg, "shape [64, 64], expected [64, 32]");
+}
+
+TEST(ModelErrorsTest, UnsupportedWeightDType) {
+  const std::string path = WriteVariant(
+      "dtype", {.tensor = [](std::string& name, std::vector<int64_t>& dims, DType& dtype,
+                             std::vector<uint8_t>& data) {
+        if (name == "blk.0.ffn_gate.weight") {
+          dtype = DType::kQ4_0;
+          data.assign(RowBytes(DType::kQ4_0, dims[0]) * dims[1], 0);
+        }
+        return true;
+      }});
+  const std::string msg = LoadError(path);
+  EXPECT_CONTAINS(msg, "blk.0.ffn_gate.weight");
+  EXPECT_CONTAINS(msg, "q4_0");
+}
+
+TEST(ModelErrorsTest, TiedOutputAndF16NormsLoad) {
+  // Without output.weight the head is tied to token_embd; the tiny model's output.weight is a
+  // copy of token_embd, so the logits must be bit-identical. Norms stored as f16 load as f32.
+  const std::string path = WriteVariant(
+      "tied", {.tensor = [](std::string& name, std::vector<int64_t>&, DType& dtype,
+                            std::vector<uint8_t>& data) {
+        if (name == "output.weight") return false;
+        if (name == "blk.0.attn_norm.weight") {
+          std::vector<uint8_t> half(data.size() / 2);
+          for (size_t i = 0; i < data.size() / 4; ++i) {
+            float f;
+            std::memcpy(&f, data.data() + 4 * i, 4);
+            const uint16_t h = F32ToF16(f);
+            std::memcpy(half.data() + 2 * i, &h, 2);
+          }
+          data = std::move(half);
+          dtype = DType::kF16;
+        }
+        return true;
+      }});
+  auto tied = Model::Load(path);
+  ASSERT_TRUE(tied.ok()) << tied.status().message();
+  EXPECT_TRUE((*tied)->config().tied_output);
+  const std::vector<int32_t> prompt = {1, 403, 407, 261, 378};
+  Context a(**tied, 64, nullptr), b(TinyModel(), 64, nullptr);
+  ASSERT_TRUE(a.ForwardChain(prompt).ok());
+  ASSERT_TRUE(b.ForwardChain(prompt).ok());
+  const int n_vocab = TinyModel().config().n_vocab;
+  for (int v = 0; v < n_vocab; ++v) EXPECT_NEAR(a.logits(4)[v], b.logits(4)[v], 2e-2);
+}
+
+TEST(ModelErrorsTest, BadBatchesReturnStatus) {
+  const Model& m = TinyModel();
+  Context ctx(m, 8, nullptr);
+  EXPECT_EQ(ctx.n_ctx(), 8);
+  const std::vector<int32_t> nine(9, 5);
+  Status s = ctx.ForwardChain(nine);
+  EXPECT_FALSE(s.ok());
+  EXPECT_CONTAINS(s.message(), "n_ctx 8");
+  EXPECT_FALSE(ctx.ForwardChain({}).ok());
+  const std::vector<int32_t> tokens = {1, 2, 3};
+  EXPECT_CONTAINS(ctx.Forward(tokens, std::vector<int32_t>{-1, 0, 2}).message(), "parents[2] = 2");
+  EXPECT_CONTAINS(ctx.Forward(tokens, std::vector<int32_t>{-1, -2, 0}).message(), "parents[1] = -2");
+  EXPECT_FALSE(ctx.Forward(tokens, std::vector<int32_t>{-1, 0}).ok());
+  EXPECT_CONTAINS(ctx.Forward(std::vector<int32_t>{1, 512}, std::vector<int32_t>{-1, 0}).message(), "outside the vocabulary");
+  // Fill the context exactly, then one more token does not fit.
+  const std::vector<int32_t> eight(8, 5);
+  ASSERT_TRUE(ctx.ForwardChain(eight).ok());
+  ctx.KeepAll();
+  EXPECT_EQ(ctx.n_past(), 8);
+  const int32_t one = 5;
+  EXPECT_FALSE(ctx.ForwardChain({&one, 1}).ok());
+  ctx.Truncate(7);
+  EXPECT_TRUE(ctx.ForwardChain({&one, 1}).ok());
+}
+
+TEST(ModelErrorsTest, DefaultContextSize) {
+  Context ctx(TinyModel(), 0, nullptr);
+  EXPECT_EQ(ctx.n_ctx(), 512);  // min(context_length 512, 4096)
+}
+
+}  // namespace
+}  // namespace goose

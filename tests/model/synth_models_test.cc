@@ -1,0 +1,114 @@
+// The tree == sequential property on small synthesized llama (GQA) and qwen2 (biases, NeoX
+// RoPE) models in every weight dtype, plus basic sanity of their logits.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "model/model.h"
+#include "model_test_util.h"
+#include "synth/synth.h"
+#include "tree_test_lib.h"
+
+namespace goose {
+namespace {
+
+struct SynthCase {
+  std::string arch;
+  DType dtype;
+};
+
+std::string CaseName(const SynthCase& c) {
+  return c.arch + "_" + std::string(GetDTypeInfo(c.dtype).name);
+}
+
+// Synthesized and loaded once per (arch, dtype) for the whole binary.
+const Model& SynthModel(const SynthCase& c) {
+  static std::map<std::string, std::unique_ptr<Model>> cache;
+  std::unique_ptr<Model>& slot = cache[CaseName(c)];
+  if (!slot) {
+    SynthParams p;
+    p.arch = c.arch;
+    p.dtype = c.dtype;
+    p.vocab_from = TinyModelPath();
+    p.n_layer = 2;
+    p.n_vocab = 640;
+    p.context_length = 512;
+    p.seed = 7;
+    if (c.arch == "llama") {  // GQA 4:2, head_dim 16
+      p.n_embd = 64, p.n_head = 4, p.n_head_kv = 2, p.n_ff = 192;
+    } else {  // qwen2: GQA 6:2, head_dim 16, rope base as Qwen
+      p.n_embd = 96, p.n_head = 6, p.n_head_kv = 2, p.n_ff = 160;
+      p.rope_freq_base = 1000000.0f;
+      p.tied_output = true;
+    }
+    const std::string path = ::testing::TempDir() + "/goose_synth_" + CaseName(c) + ".gguf";
+    const Status s = SynthesizeModel(p, path);
+    EXPECT_TRUE(s.ok()) << s.message();
+    auto m = Model::Load(path);
+    EXPECT_TRUE(m.ok()) << m.status().message();
+    if (m.ok()) slot = std::move(m).value();
+  }
+  return *slot;
+}
+
+class SynthModelTest : public ::testing::TestWithParam<SynthCase> {};
+
+TEST_P(SynthModelTest, ConfigMatchesArchitecture) {
+  const LlamaConfig& c = SynthModel(GetParam()).config();
+  const bool qwen = GetParam().arch == "qwen2";
+  EXPECT_EQ(c.arch, GetParam().arch);
+  EXPECT_EQ(c.n_vocab, 640);
+  EXPECT_EQ(c.head_dim, 16);
+  EXPECT_EQ(c.n_head_kv, 2);
+  EXPECT_EQ(c.rope_style, qwen ? RopeStyle::kNeox : RopeStyle::kNormal);
+  EXPECT_EQ(c.has_qkv_bias, qwen);
+  EXPECT_EQ(c.tied_output, qwen);
+  EXPECT_EQ(SynthModel(GetParam()).token_embd().dtype, GetParam().dtype);
+}
+
+TEST_P(SynthModelTest, LogitsAreFiniteAndNotConstant) {
+  const Model& m = SynthModel(GetParam());
+  Context ctx(m, 64, nullptr);
+  const std::vector<int32_t> prompt = {1, 403, 407, 261, 378};
+  ASSERT_TRUE(ctx.ForwardChain(prompt).ok());
+  for (int i = 0; i < ctx.n_batch(); ++i) {
+    const float* l = ctx.logits(i);
+    float lo = l[0], hi = l[0];
+    for (int v = 0; v < m.config().n_vocab; ++v) {
+      ASSERT_TRUE(std::isfinite(l[v])) << "row " << i << " id " << v;
+      lo = std::min(lo, l[v]);
+      hi = std::max(hi, l[v]);
+    }
+    EXPECT_GT(hi - lo, 1.0f) << "row " << i;
+  }
+  // Different contexts give different distributions.
+  EXPECT_NE(std::memcmp(ctx.logits(3), ctx.logits(4), m.config().n_vocab * 4), 0);
+}
+
+TEST_P(SynthModelTest, TreeEqualsSequentialBitwise) {
+  const Model& m = SynthModel(GetParam());
+  CheckTreesEqualSequential(m, 1, /*seed=*/11, /*n_trees=*/2);
+  CheckTreesEqualSequential(m, 2, /*seed=*/12, /*n_trees=*/1);
+}
+
+TEST_P(SynthModelTest, KeepPathAndTruncateContinueBitwise) {
+  const Model& m = SynthModel(GetParam());
+  CheckKeepPathContinuation(m, 2, /*seed=*/13, /*n_trials=*/2);
+  CheckTruncateContinuation(m, 1, /*seed=*/14);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AllDTypes, SynthModelTest,
+    ::testing::Values(SynthCase{"llama", DType::kF32}, SynthCase{"llama", DType::kF16},
+                      SynthCase{"llama", DType::kBF16}, SynthCase{"llama", DType::kQ8_0},
+                      SynthCase{"qwen2", DType::kF32}, SynthCase{"qwen2", DType::kF16},
+                      SynthCase{"qwen2", DType::kBF16}, SynthCase{"qwen2", DType::kQ8_0}),
+    [](const ::testing::TestParamInfo<SynthCase>& info) { return CaseName(info.param); });
+
+}  // namespace
+}  // namespace goose

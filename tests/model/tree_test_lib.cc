@@ -1,0 +1,184 @@
+#include "tree_test_lib.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <functional>
+
+#include "sample/sampler.h"
+#include "util/rng.h"
+#include "util/thread_pool.h"
+
+namespace goose {
+
+namespace {
+
+constexpr int kCtx = 320;
+
+std::vector<int32_t> RandomTokens(SplitMix64& rng, int n, int n_vocab) {
+  std::vector<int32_t> t(static_cast<size_t>(n));
+  for (int32_t& x : t) x = static_cast<int32_t>(rng.Below(static_cast<uint64_t>(n_vocab)));
+  return t;
+}
+
+// Random parents: several roots, mixed deep chains and bushy levels.
+std::vector<int32_t> RandomParents(SplitMix64& rng, int n) {
+  std::vector<int32_t> p(static_cast<size_t>(n));
+  const int style = static_cast<int>(rng.Below(3));
+  for (int i = 0; i < n; ++i) {
+    if (i == 0) {
+      p[i] = -1;
+    } else if (style == 0) {  // uniform over [-1, i)
+      p[i] = static_cast<int32_t>(rng.Below(static_cast<uint64_t>(i) + 1)) - 1;
+    } else if (style == 1) {  // mostly chains
+      p[i] = rng.Below(8) == 0 ? static_cast<int32_t>(rng.Below(i)) : i - 1;
+    } else {  // a spine with branches off recent nodes
+      p[i] = static_cast<int32_t>(std::max<int64_t>(0, i - 1 - static_cast<int64_t>(rng.Below(4))));
+    }
+  }
+  return p;
+}
+
+// Commits `prefix`: a chain Forward then KeepPath of the whole chain.
+void CommitPrefix(Context& ctx, const std::vector<int32_t>& prefix) {
+  ASSERT_TRUE(ctx.ForwardChain(prefix).ok());
+  std::vector<int32_t> path(prefix.size());
+  for (size_t i = 0; i < path.size(); ++i) path[i] = static_cast<int32_t>(i);
+  ctx.KeepPath(path);
+}
+
+// Feeds tokens one at a time, committing each; returns with the last one's logits in row 0.
+void FeedOneByOne(Context& ctx, const std::vector<int32_t>& tokens) {
+  for (int32_t t : tokens) {
+    const int32_t parent = -1;
+    ASSERT_TRUE(ctx.Forward({&t, 1}, {&parent, 1}).ok());
+    ctx.KeepPath(std::vector<int32_t>{0});
+  }
+}
+
+std::vector<int32_t> RootPath(const std::vector<int32_t>& parents, int node) {
+  std::vector<int32_t> path;
+  for (int j = node; j >= 0; j = parents[j]) path.insert(path.begin(), j);
+  return path;
+}
+
+}  // namespace
+
+void ExpectBitwiseEqual(const float* a, const float* b, int n, const std::string& what) {
+  if (std::memcmp(a, b, static_cast<size_t>(n) * sizeof(float)) == 0) return;
+  int i = 0;
+  while (std::memcmp(a + i, b + i, sizeof(float)) == 0) ++i;
+  ADD_FAILURE() << what << ": logits differ first at index " << i << ": " << a[i] << " vs "
+                << b[i];
+}
+
+void CheckTreesEqualSequential(const Model& model, int n_threads, uint64_t seed, int n_trees) {
+  const int n_vocab = model.config().n_vocab;
+  ThreadPool pool(n_threads);
+  SplitMix64 rng(seed);
+  for (int trial = 0; trial < n_trees; ++trial) {
+    const auto prefix = RandomTokens(rng, 1 + static_cast<int>(rng.Below(40)), n_vocab);
+    const int n = trial == 0 ? 128 : 1 + static_cast<int>(rng.Below(128));
+    const auto tokens = RandomTokens(rng, n, n_vocab);
+    const auto parents = RandomParents(rng, n);
+
+    Context tree(model, kCtx, &pool);
+    CommitPrefix(tree, prefix);
+    ASSERT_TRUE(tree.Forward(tokens, parents).ok());
+    ASSERT_EQ(tree.n_batch(), n);
+
+    // Depth-first, one token at a time: evaluate a node, commit it, visit its children, then
+    // truncate back. Each node is evaluated once, after exactly its root path.
+    Context seq(model, kCtx, nullptr);
+    FeedOneByOne(seq, prefix);
+    std::vector<std::vector<int>> children(static_cast<size_t>(n));
+    std::vector<int> roots;
+    for (int i = 0; i < n; ++i) (parents[i] < 0 ? roots : children[parents[i]]).push_back(i);
+    std::function<void(int)> visit = [&](int node) {
+      const int32_t parent = -1;
+      ASSERT_TRUE(seq.Forward({&tokens[node], 1}, {&parent, 1}).ok());
+      ExpectBitwiseEqual(tree.logits(node), seq.logits(0), n_vocab,
+                         "trial " + std::to_string(trial) + " node " + std::to_string(node));
+      seq.KeepPath(std::vector<int32_t>{0});
+      const int n_past = seq.n_past();
+      for (int child : children[node]) {
+        visit(child);
+        seq.Truncate(n_past);
+      }
+    };
+    for (int root : roots) {
+      visit(root);
+      seq.Truncate(static_cast<int>(prefix.size()));
+    }
+
+    // A few nodes again in a brand-new context that never saw anything else.
+    for (int k = 0; k < 2; ++k) {
+      const int node = static_cast<int>(rng.Below(static_cast<uint64_t>(n)));
+      Context fresh(model, kCtx, nullptr);
+      std::vector<int32_t> seq_tokens = prefix;
+      for (int j : RootPath(parents, node)) seq_tokens.push_back(tokens[j]);
+      FeedOneByOne(fresh, seq_tokens);
+      ExpectBitwiseEqual(tree.logits(node), fresh.logits(0), n_vocab,
+                         "fresh context, node " + std::to_string(node));
+    }
+  }
+}
+
+void CheckKeepPathContinuation(const Model& model, int n_threads, uint64_t seed, int n_trials) {
+  const int n_vocab = model.config().n_vocab;
+  ThreadPool pool(n_threads);
+  SplitMix64 rng(seed);
+  for (int trial = 0; trial < n_trials; ++trial) {
+    const auto prefix = RandomTokens(rng, 1 + static_cast<int>(rng.Below(30)), n_vocab);
+    const int n = 2 + static_cast<int>(rng.Below(100));
+    const auto tokens = RandomTokens(rng, n, n_vocab);
+    const auto parents = RandomParents(rng, n);
+    // The deepest-numbered node's path usually skips slots, so compaction really moves rows.
+    const int node = n - 1 - static_cast<int>(rng.Below(std::min(n, 5)));
+    const auto path = RootPath(parents, node);
+
+    Context tree(model, kCtx, &pool);
+    CommitPrefix(tree, prefix);
+    ASSERT_TRUE(tree.Forward(tokens, parents).ok());
+    int32_t next = Argmax(tree.logits(node), n_vocab);
+    tree.KeepPath(path);
+    ASSERT_EQ(tree.n_past(), static_cast<int>(prefix.size() + path.size()));
+
+    Context fresh(model, kCtx, nullptr);
+    std::vector<int32_t> seen = prefix;
+    for (int j : path) seen.push_back(tokens[j]);
+    FeedOneByOne(fresh, seen);
+    ASSERT_EQ(Argmax(fresh.logits(0), n_vocab), next);
+    for (int step = 0; step < 8; ++step) {
+      FeedOneByOne(tree, {next});
+      FeedOneByOne(fresh, {next});
+      ExpectBitwiseEqual(tree.logits(0), fresh.logits(0), n_vocab,
+                         "trial " + std::to_string(trial) + " step " + std::to_string(step));
+      next = Argmax(tree.logits(0), n_vocab);
+    }
+  }
+}
+
+void CheckTruncateContinuation(const Model& model, int n_threads, uint64_t seed) {
+  const int n_vocab = model.config().n_vocab;
+  ThreadPool pool(n_threads);
+  SplitMix64 rng(seed);
+  const auto tokens = RandomTokens(rng, 60, n_vocab);
+  const int keep = 23;
+  Context ctx(model, kCtx, &pool);
+  ASSERT_TRUE(ctx.ForwardChain(tokens).ok());
+  ctx.KeepAll();
+  ctx.Truncate(keep);
+  ASSERT_EQ(ctx.n_past(), keep);
+  Context fresh(model, kCtx, nullptr);
+  FeedOneByOne(fresh, std::vector<int32_t>(tokens.begin(), tokens.begin() + keep));
+  int32_t next = tokens[keep];  // a different token than the one truncated would not matter
+  for (int step = 0; step < 8; ++step) {
+    FeedOneByOne(ctx, {next});
+    FeedOneByOne(fresh, {next});
+    ExpectBitwiseEqual(ctx.logits(0), fresh.logits(0), n_vocab, "step " + std::to_string(step));
+    next = Argmax(ctx.logits(0), n_vocab);
+  }
+}
+
+}  // namespace goose

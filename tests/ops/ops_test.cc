@@ -1,0 +1,282 @@
+// Kernels vs straightforward double-precision references, and the bit-identical rule:
+// a token's MatMul row is the same bits whatever the batch, thread count or CPU level.
+#include "ops/ops.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "ops/cpu_features.h"
+#include "ops/quant.h"
+#include "util/fp16.h"
+#include "util/rng.h"
+#include "util/thread_pool.h"
+
+namespace goose {
+namespace {
+
+std::vector<float> RandomVec(SplitMix64& rng, size_t n, float scale = 1.0f) {
+  std::vector<float> v(n);
+  for (float& x : v) x = static_cast<float>(rng.Normal()) * scale;
+  return v;
+}
+
+// A weight matrix in `dtype` plus its exact f32 values (what the kernels must multiply by).
+struct TestWeights {
+  WeightMatrix w;
+  std::vector<uint8_t> bytes;
+  std::vector<float> ref;  // [rows, cols]
+};
+
+TestWeights MakeWeights(DType dtype, int64_t rows, int64_t cols, uint64_t seed) {
+  SplitMix64 rng(seed);
+  TestWeights t;
+  t.w.dtype = dtype;
+  t.w.rows = rows;
+  t.w.cols = cols;
+  t.bytes.resize(static_cast<size_t>(RowBytes(dtype, cols) * rows));
+  t.ref.resize(static_cast<size_t>(rows * cols));
+  for (int64_t r = 0; r < rows; ++r) {
+    uint8_t* row = t.bytes.data() + r * RowBytes(dtype, cols);
+    float* ref = t.ref.data() + r * cols;
+    for (int64_t c = 0; c < cols; ++c) {
+      const float v = static_cast<float>(rng.Normal());
+      if (dtype == DType::kF32) {
+        std::memcpy(row + 4 * c, &v, 4);
+        ref[c] = v;
+      } else if (dtype == DType::kF16) {
+        const uint16_t h = F32ToF16(v);
+        std::memcpy(row + 2 * c, &h, 2);
+        ref[c] = F16ToF32(h);
+      } else if (dtype == DType::kBF16) {
+        const uint16_t h = F32ToBF16(v);
+        std::memcpy(row + 2 * c, &h, 2);
+        ref[c] = BF16ToF32(h);
+      }
+    }
+    if (dtype == DType::kQ8_0) {
+      for (int64_t b = 0; b < cols / 32; ++b) {
+        const uint16_t dh = F32ToF16(0.01f + 0.001f * static_cast<float>(rng.Below(50)));
+        const float d = F16ToF32(dh);
+        uint8_t* blk = row + b * 34;
+        std::memcpy(blk, &dh, 2);
+        for (int i = 0; i < 32; ++i) {
+          const int8_t q = static_cast<int8_t>(static_cast<int>(rng.Below(255)) - 127);
+          std::memcpy(blk + 2 + i, &q, 1);
+          ref[b * 32 + i] = d * static_cast<float>(q);
+        }
+      }
+    }
+  }
+  t.w.data = t.bytes.data();
+  return t;
+}
+
+double RefDot(const float* a, const float* b, int n) {
+  double s = 0;
+  for (int i = 0; i < n; ++i) s += static_cast<double>(a[i]) * b[i];
+  return s;
+}
+
+double AbsDot(const float* a, const float* b, int n) {
+  double s = 0;
+  for (int i = 0; i < n; ++i) s += std::fabs(static_cast<double>(a[i]) * b[i]);
+  return s;
+}
+
+const DType kDTypes[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0};
+
+class LevelGuard {  // restores the CPU level cap at scope exit
+ public:
+  ~LevelGuard() { SetCpuLevelCap(CpuLevel::kAvx512); }
+};
+
+TEST(OpsTest, DotMatchesReferenceForAllLengths) {
+  SplitMix64 rng(1);
+  for (int n = 0; n <= 70; ++n) {
+    auto a = RandomVec(rng, n), b = RandomVec(rng, n);
+    EXPECT_NEAR(Dot(a.data(), b.data(), n), RefDot(a.data(), b.data(), n),
+                1e-6 * AbsDot(a.data(), b.data(), n) + 1e-30)
+        << "n=" << n;
+  }
+}
+
+TEST(OpsTest, DotUsesTheDocumentedLaneOrderWithoutFma) {
+  // Recompute the documented order in scalar code; any reordering or FMA contraction shows up
+  // as a bit difference on random data.
+  SplitMix64 rng(2);
+  for (int n = 0; n <= 40; ++n) {
+    auto a = RandomVec(rng, n), b = RandomVec(rng, n);
+    if (n % 3 == 0 && n > 0) a[0] = -0.0f;  // signed zeros must not change the order's bits
+    float lane[16] = {};
+    for (int c = 0; c < n; ++c) {
+      volatile float p = a[c] * b[c];  // volatile: rounded product, never fused
+      lane[c % 16] += p;
+    }
+    for (int h = 8; h >= 1; h >>= 1) {
+      for (int i = 0; i < h; ++i) lane[i] += lane[i + h];
+    }
+    const float got = Dot(a.data(), b.data(), n);
+    EXPECT_EQ(std::memcmp(&got, &lane[0], 4), 0) << "n=" << n << " " << got << " " << lane[0];
+  }
+}
+
+TEST(OpsTest, MatMulMatchesReferenceForEveryDType) {
+  for (DType dtype : kDTypes) {
+    const int rows = 37, cols = 96, n_tokens = 5;
+    TestWeights t = MakeWeights(dtype, rows, cols, 10 + static_cast<int>(dtype));
+    SplitMix64 rng(3);
+    auto x = RandomVec(rng, static_cast<size_t>(n_tokens * cols));
+    std::vector<float> out(static_cast<size_t>(n_tokens * rows));
+    MatMul(t.w, x.data(), n_tokens, out.data(), nullptr);
+    for (int tok = 0; tok < n_tokens; ++tok) {
+      for (int r = 0; r < rows; ++r) {
+        const float* wr = t.ref.data() + r * cols;
+        const float* xt = x.data() + tok * cols;
+        EXPECT_NEAR(out[tok * rows + r], RefDot(wr, xt, cols), 1e-6 * AbsDot(wr, xt, cols))
+            << GetDTypeInfo(dtype).name << " t=" << tok << " r=" << r;
+      }
+    }
+  }
+}
+
+// The bit-identical rule: every row of a batched call equals the one-token call, for every
+// dtype, thread count (1, 2, 3) and CPU level.
+TEST(OpsTest, MatMulBatchRowsAreBitwiseOneTokenRows) {
+  LevelGuard guard;
+  ThreadPool pool2(2), pool3(3);
+  ThreadPool* pools[] = {nullptr, &pool2, &pool3};
+  for (DType dtype : kDTypes) {
+    // Big enough that the thread pool is used (rows * cols * tokens above the inline cutoff).
+    const int rows = 301, cols = 160, n_tokens = 9;
+    TestWeights t = MakeWeights(dtype, rows, cols, 20 + static_cast<int>(dtype));
+    SplitMix64 rng(4);
+    auto x = RandomVec(rng, static_cast<size_t>(n_tokens * cols));
+    std::vector<float> single(static_cast<size_t>(n_tokens * rows));
+    SetCpuLevelCap(CpuLevel::kBaseline);
+    for (int tok = 0; tok < n_tokens; ++tok) {
+      MatMul(t.w, x.data() + tok * cols, 1, single.data() + tok * rows, nullptr);
+    }
+    for (int level = 0; level <= static_cast<int>(DetectCpuLevel()); ++level) {
+      SetCpuLevelCap(static_cast<CpuLevel>(level));
+      for (ThreadPool* pool : pools) {
+        for (int n : {1, 2, n_tokens}) {
+          std::vector<float> batch(static_cast<size_t>(n * rows), -1.0f);
+          MatMul(t.w, x.data(), n, batch.data(), pool);
+          EXPECT_EQ(std::memcmp(batch.data(), single.data(), batch.size() * 4), 0)
+              << GetDTypeInfo(dtype).name << " level=" << level
+              << " threads=" << (pool ? pool->size() : 1) << " n=" << n;
+        }
+      }
+    }
+  }
+}
+
+TEST(OpsTest, GetRowConvertsExactly) {
+  for (DType dtype : kDTypes) {
+    TestWeights t = MakeWeights(dtype, 5, 64, 30);
+    std::vector<float> row(64);
+    GetRow(t.w, 3, row.data());
+    EXPECT_EQ(std::memcmp(row.data(), t.ref.data() + 3 * 64, 64 * 4), 0) << GetDTypeInfo(dtype).name;
+  }
+}
+
+// The kernels' weight conversion agrees bit for bit with quant.h's DequantizeRow.
+TEST(OpsTest, GetRowMatchesDequantizeRow) {
+  SplitMix64 rng(31);
+  const int cols = 96;
+  for (DType dtype : kDTypes) {
+    const auto x = RandomVec(rng, cols, 2.0f);
+    std::vector<uint8_t> bytes(static_cast<size_t>(RowBytes(dtype, cols)));
+    QuantizeRow(dtype, x.data(), cols, bytes.data());
+    WeightMatrix w{dtype, bytes.data(), 1, cols};
+    std::vector<float> got(cols), want(cols);
+    GetRow(w, 0, got.data());
+    DequantizeRow(dtype, bytes.data(), cols, want.data());
+    EXPECT_EQ(std::memcmp(got.data(), want.data(), cols * 4), 0) << GetDTypeInfo(dtype).name;
+  }
+}
+
+TEST(OpsTest, RmsNormMatchesReference) {
+  SplitMix64 rng(5);
+  const int n = 77;
+  auto x = RandomVec(rng, n, 3.0f), w = RandomVec(rng, n);
+  std::vector<float> y(n);
+  RmsNorm(x.data(), w.data(), n, 1e-5f, y.data());
+  double ss = 0;
+  for (float v : x) ss += static_cast<double>(v) * v;
+  const double scale = 1.0 / std::sqrt(ss / n + 1e-5);
+  for (int i = 0; i < n; ++i) EXPECT_NEAR(y[i], x[i] * scale * w[i], 1e-5 * std::fabs(y[i]) + 1e-6);
+}
+
+TEST(OpsTest, RopeRotatesNormalAndNeoxPairs) {
+  SplitMix64 rng(6);
+  const int head_dim = 16, n_rot = 12, pos = 37;
+  const float base = 10000.0f, scale = 0.5f;
+  for (bool neox : {false, true}) {
+    auto v = RandomVec(rng, head_dim);
+    std::vector<float> got = v;
+    Rope(got.data(), head_dim, n_rot, pos, base, scale, neox);
+    for (int i = 0; i < n_rot / 2; ++i) {
+      const double theta = pos * scale * std::pow(static_cast<double>(base), -2.0 * i / n_rot);
+      const int i0 = neox ? i : 2 * i, i1 = neox ? i + n_rot / 2 : 2 * i + 1;
+      EXPECT_NEAR(got[i0], v[i0] * std::cos(theta) - v[i1] * std::sin(theta), 1e-4);
+      EXPECT_NEAR(got[i1], v[i0] * std::sin(theta) + v[i1] * std::cos(theta), 1e-4);
+    }
+    for (int i = n_rot; i < head_dim; ++i) EXPECT_EQ(got[i], v[i]);  // unrotated tail
+  }
+}
+
+TEST(OpsTest, SwiGluMatchesReference) {
+  SplitMix64 rng(7);
+  const int n = 33;
+  auto g = RandomVec(rng, n, 4.0f), u = RandomVec(rng, n);
+  std::vector<float> out(n);
+  SwiGlu(g.data(), u.data(), n, out.data());
+  for (int i = 0; i < n; ++i) {
+    const double ref = g[i] / (1.0 + std::exp(-static_cast<double>(g[i]))) * u[i];
+    EXPECT_NEAR(out[i], ref, 1e-6 * std::fabs(ref) + 1e-7);
+  }
+}
+
+TEST(OpsTest, SoftmaxMatchesReferenceAndHandlesLargeValues) {
+  SplitMix64 rng(8);
+  const int n = 50;
+  auto x = RandomVec(rng, n, 10.0f);
+  x[3] = 1000.0f;  // would overflow without max subtraction
+  std::vector<float> y = x;
+  Softmax(y.data(), n);
+  double sum = 0;
+  for (int i = 0; i < n; ++i) sum += std::exp(static_cast<double>(x[i]) - 1000.0);
+  double total = 0;
+  for (int i = 0; i < n; ++i) {
+    EXPECT_NEAR(y[i], std::exp(static_cast<double>(x[i]) - 1000.0) / sum, 1e-6);
+    total += y[i];
+  }
+  EXPECT_NEAR(total, 1.0, 1e-5);
+}
+
+TEST(OpsTest, AttentionHelpersEqualPerRowCalls) {
+  SplitMix64 rng(9);
+  const int n = 24, n_rows = 13, stride = 40;
+  auto q = RandomVec(rng, n), rows = RandomVec(rng, n_rows * stride), w = RandomVec(rng, n_rows);
+  std::vector<float> batch(n_rows), single(n_rows);
+  DotBatch(q.data(), rows.data(), stride, n_rows, n, 0.25f, batch.data());
+  for (int j = 0; j < n_rows; ++j) single[j] = Dot(q.data(), rows.data() + j * stride, n) * 0.25f;
+  EXPECT_EQ(std::memcmp(batch.data(), single.data(), n_rows * 4), 0);
+  std::vector<float> acc1(n, 0.5f), acc2(n, 0.5f);
+  AxpyRows(w.data(), rows.data(), stride, n_rows, n, acc1.data());
+  for (int j = 0; j < n_rows; ++j) Axpy(w[j], rows.data() + j * stride, acc2.data(), n);
+  EXPECT_EQ(std::memcmp(acc1.data(), acc2.data(), n * 4), 0);
+}
+
+TEST(OpsTest, AxpyAccumulates) {
+  std::vector<float> x = {1, 2, 3}, y = {10, 20, 30};
+  Axpy(0.5f, x.data(), y.data(), 3);
+  EXPECT_EQ(y, (std::vector<float>{10.5f, 21.0f, 31.5f}));
+}
+
+}  // namespace
+}  // namespace goose
