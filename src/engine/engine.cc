@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "tree/best_first_builder.h"
 #include "tree/draft_tree.h"
 #include "util/check.h"
 #include "verify/verifier.h"
@@ -181,6 +182,7 @@ StatusOr<GenerateResult> Engine::Generate(std::span<const int32_t> prompt,
     }
     // --- sources propose, a builder shapes the tree ---
     bool root_row_has_prev = true;  // chain route and AR step: row 0's predecessor is known
+    int spine_class = -1;           // tuned GOOSE: match class of this cycle's spine
     if (spec.choose_budget) {
       SpecStats history = method_history;
       history.Merge(stats);
@@ -225,6 +227,20 @@ StatusOr<GenerateResult> Engine::Generate(std::span<const int32_t> prompt,
         }
         break;
       case SpecMethod::kGoose: {
+        if (tuned_goose) {
+          // Best-first tree over measured acceptance (tree/best_first_builder.h).
+          const ContextMatcher::Spine spine = matcher.ProposeSpine();
+          if (!spine.tokens.empty() || table->HasSuccessors(anchor, anchor_prev)) {
+            BestFirstParams bf;
+            bf.budget = budget;
+            bf.spine_class = spine.consensus ? 0 : 1;
+            spine_class = bf.spine_class;
+            tree = BuildBestFirstTree(anchor, anchor_prev, spine.tokens,
+                                      goose_acceptance_.model(), *table, bf);
+            root_row_has_prev = false;
+          }
+          break;
+        }
         // §1.6 routing: tree route when the table knows the anchor, else chain, else AR.
         if (table->HasSuccessors(anchor, anchor_prev)) {
           const ContextMatcher::Spine spine = matcher.ProposeSpine();
@@ -279,6 +295,7 @@ StatusOr<GenerateResult> Engine::Generate(std::span<const int32_t> prompt,
     ctx_->KeepPath(keep);
     AccumulateStats(tree, acc, &stats);
 
+    if (spine_class >= 0) goose_acceptance_.Update(tree, acc, spine_class);
     if (method == SpecMethod::kGoose && InferRoute(tree) == Route::kSpineTree) {
       int spine_nodes = 0, spine_accepted = 0;
       for (int i = 1; i < tree.size(); ++i) spine_nodes += tree.source[i] == NodeSource::kSpine;

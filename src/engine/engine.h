@@ -23,6 +23,7 @@
 
 #include "draft/context_matcher.h"
 #include "draft/transition_table.h"
+#include "engine/acceptance_tracker.h"
 #include "model/model.h"
 #include "sample/sampler.h"
 #include "tree/tree_builders.h"
@@ -93,6 +94,7 @@ class Engine {
   // Per-method statistics across requests: Sequoia's per-rank acceptance, tuned GOOSE's
   // per-depth spine acceptance.
   SpecStats method_stats_[6];
+  AcceptanceTracker goose_acceptance_;  // tuned GOOSE: per-edge acceptance across requests
   SequoiaShape sequoia_shape_;
   int64_t sequoia_shape_cycles_ = -1;
   SpecStats total_;

@@ -1,0 +1,33 @@
+// AcceptanceTracker: online estimates of per-edge acceptance for the best-first GOOSE builder
+// (tree/best_first_builder.h), measured from every verified tree of the tuned GOOSE method.
+// "Reached" = the node's parent is on the accepted path (root included); the estimate for a
+// bucket is (accepted + w * prior) / (reached + w), where the prior of spine depth d is the
+// estimate at depth d - 1 (so sparse deep buckets borrow from shallower ones).
+#pragma once
+
+#include <cstdint>
+
+#include "tree/best_first_builder.h"
+#include "tree/draft_tree.h"
+#include "verify/verifier.h"
+
+namespace goose {
+
+class AcceptanceTracker {
+ public:
+  AcceptanceTracker();
+  void Update(const DraftTree& tree, const AcceptResult& result, int spine_class);
+  const EdgeAcceptance& model() const { return model_; }
+
+ private:
+  void Recompute();
+  static constexpr int kD = EdgeAcceptance::kMaxSpineDepth;
+  static constexpr int kBins = EdgeAcceptance::kScoreBins;
+  int64_t spine_reached_[2][kD + 1] = {};
+  int64_t spine_accepted_[2][kD + 1] = {};
+  int64_t branch_reached_[2][2][kBins] = {};
+  int64_t branch_accepted_[2][2][kBins] = {};
+  EdgeAcceptance model_;
+};
+
+}  // namespace goose

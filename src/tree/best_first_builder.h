@@ -1,0 +1,57 @@
+// Best-first spine tree: goose's tuned GOOSE builder (`--spec goose` without the paper preset).
+//
+// Idea. Algorithm 1 fixes the spine/branch split by a confidence formula; on the tiny model
+// that formula lays 90-node spines of which 1-2 tokens are accepted (docs/algorithms.md §9).
+// Here every candidate node gets a value = P(its whole root path is accepted), the product of
+// per-edge acceptance probabilities *measured online* (EdgeAcceptance), and the tree is the
+// `budget` highest-value candidates. Because a child's value never exceeds its parent's, the
+// top-B set is always a connected tree, and under the independence model it maximizes the
+// expected accepted tokens 1 + sum(values) (the same argument as Sequoia's DP, but per cycle,
+// per source and per depth). Anisotropy then emerges from measurement: a trusted match gets a
+// deep spine, a doubtful one a short spine with wide branch fans.
+//
+// Candidates of a node: the next spine token (a spine node, or the root, continuing the match),
+// the table successors of the node's (parent, token) bigram, and the unigram row's other tokens
+// (minus the spine token; each token once).
+// Node order: best-first (parents before children); ties broken by creation order.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "draft/transition_table.h"
+#include "tree/draft_tree.h"
+
+namespace goose {
+
+struct EdgeAcceptance {
+  static constexpr int kMaxSpineDepth = 128;
+  static constexpr int kScoreBins = 10;
+  // spine[cls][d]: P(spine node at depth d accepted | parent reached) for match class cls
+  // (0 = consensus match, 1 = other), d = 1..kMaxSpineDepth (index 0 unused).
+  double spine[2][kMaxSpineDepth + 1];
+  // branch[has_spine_sibling][tier][bin]: P(branch candidate accepted | parent reached), by table
+  // score bin (score in [bin/10, (bin+1)/10)), split by whether the parent also drafts a spine
+  // child and by list tier (0 = Successors(tok, prev): the bigram list, or the unigram row when
+  // no bigram is known; 1 = unigram-row tokens missing from a known bigram list).
+  double branch[2][2][kScoreBins];
+
+  static int ScoreBin(float score);
+};
+
+// Branch nodes from the unigram row (tier 1) carry rank kTier1Rank + their row position.
+constexpr int kTier1Rank = 16;
+
+struct BestFirstParams {
+  int budget = 60;        // nodes incl. root
+  int max_depth = 64;     // deepest node depth
+  int spine_class = 1;    // EdgeAcceptance class of this cycle's match
+};
+
+// `values` (optional) receives each node's value (root = 1), in node order.
+DraftTree BuildBestFirstTree(int32_t anchor, int32_t anchor_prev, std::span<const int32_t> spine,
+                             const EdgeAcceptance& model, const TransitionTable& table,
+                             const BestFirstParams& params, std::vector<double>* values = nullptr);
+
+}  // namespace goose
