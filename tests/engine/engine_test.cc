@@ -1,0 +1,168 @@
+// Engine loop conventions (docs/algorithms.md §9): MAT accounting, n_predict cut, stop tokens,
+// context limit, table lifetime, and per-source statistics that add up.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+
+#include "engine/engine.h"
+#include "engine/report.h"
+
+namespace goose {
+namespace {
+
+const Model& Tiny() {
+  static const std::unique_ptr<Model> m = [] {
+    const char* env = std::getenv("GOOSE_SHARED");
+    const std::string dir = env && *env ? env : GOOSE_SHARED_DIR;
+    auto r = Model::Load(dir + "/models/stories260K.gguf");
+    if (!r.ok()) std::abort();
+    return std::move(r).value();
+  }();
+  return *m;
+}
+
+std::vector<int32_t> Prompt(const std::string& text) { return Tiny().tokenizer().Encode(text, true); }
+
+TEST(Engine, PlainGreedyMatIsNOverNMinusOne) {
+  ThreadPool pool(1);
+  Engine e(Tiny(), 512, &pool);
+  GenerateParams p;
+  p.n_predict = 128;
+  p.ignore_eos = true;
+  auto r = e.Generate(Prompt("Once upon a time"), p);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->tokens.size(), 128u);
+  EXPECT_EQ(r->stats.cycles, 127);  // the first token comes from the prefill pass
+  EXPECT_NEAR(MeanAcceptedTokens(128, r->stats.cycles), 128.0 / 127.0, 1e-12);
+}
+
+TEST(Engine, SpeculativeCommitsAreCutToNPredictAndStatsAddUp) {
+  ThreadPool pool(1);
+  Engine e(Tiny(), 512, &pool);
+  for (SpecMethod m : {SpecMethod::kPld, SpecMethod::kTr, SpecMethod::kGoose}) {
+    GenerateParams p;
+    p.n_predict = 37;
+    p.ignore_eos = true;
+    p.spec.method = m;
+    auto r = e.Generate(Prompt("I like cake. I like cake. I like cake. I like"), p);
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(r->tokens.size(), 37u) << SpecMethodName(m);
+    // Every cycle commits accepted + bonus; the last may overshoot n_predict (convention 2).
+    int64_t accepted = 0;
+    for (int s = 0; s < kNumSources; ++s) accepted += r->stats.accepted[s];
+    EXPECT_EQ(r->stats.committed, accepted + r->stats.bonus);
+    EXPECT_GE(r->stats.committed + 1, 37);
+    EXPECT_LT(r->stats.cycles, 36) << "a repetitive prompt should accept drafts";
+  }
+}
+
+TEST(Engine, StopsAtEndOfSequenceUnlessIgnored) {
+  ThreadPool pool(1);
+  Engine e(Tiny(), 512, &pool);
+  // The tiny model ends a story with EOS quickly after "The end." style text; look for a prompt
+  // whose plain run stops early, then require every method to stop at the same place.
+  GenerateParams p;
+  p.n_predict = 400;
+  auto plain = e.Generate(Prompt("Once upon a time"), p);
+  ASSERT_TRUE(plain.ok());
+  const bool stopped = Tiny().tokenizer().IsEog(plain->tokens.back());
+  for (SpecMethod m : {SpecMethod::kPld, SpecMethod::kTr, SpecMethod::kBalanced,
+                       SpecMethod::kSequoia, SpecMethod::kGoose}) {
+    GenerateParams q = p;
+    q.spec.method = m;
+    auto r = e.Generate(Prompt("Once upon a time"), q);
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(r->tokens, plain->tokens) << SpecMethodName(m);
+  }
+  if (stopped) {
+    p.ignore_eos = true;
+    auto r = e.Generate(Prompt("Once upon a time"), p);
+    EXPECT_EQ(r->tokens.size(), 400u);
+  }
+}
+
+TEST(Engine, ContextLimitStopsCleanly) {
+  ThreadPool pool(1);
+  Engine e(Tiny(), 64, &pool);
+  for (SpecMethod m : {SpecMethod::kNone, SpecMethod::kTr, SpecMethod::kGoose}) {
+    GenerateParams p;
+    p.n_predict = 500;
+    p.ignore_eos = true;
+    p.spec.method = m;
+    auto r = e.Generate(Prompt("Once upon a time"), p);
+    ASSERT_TRUE(r.ok());
+    EXPECT_TRUE(r->hit_context_limit);
+    // Positions 0..63 hold the prompt and the generated tokens whose KV was written, plus the
+    // last generated token (the anchor, never written).
+    EXPECT_EQ(static_cast<int>(Prompt("Once upon a time").size() + r->tokens.size()), 65)
+        << SpecMethodName(m);
+  }
+}
+
+TEST(Engine, RejectsBadPrompts) {
+  ThreadPool pool(1);
+  Engine e(Tiny(), 16, &pool);
+  GenerateParams p;
+  EXPECT_FALSE(e.Generate({}, p).ok());
+  EXPECT_FALSE(e.Generate(std::vector<int32_t>{1, 99999}, p).ok());
+  std::vector<int32_t> long_prompt(16, 300);
+  auto r = e.Generate(long_prompt, p);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("context"), std::string::npos);
+}
+
+TEST(Engine, TrTableIsKeptAcrossRequestsAndPaperGooseIsNot) {
+  ThreadPool pool(1);
+  Engine e(Tiny(), 512, &pool);
+  GenerateParams p;
+  p.n_predict = 48;
+  p.ignore_eos = true;
+  p.spec.method = SpecMethod::kTr;
+  ASSERT_TRUE(e.Generate(Prompt("Once upon a time"), p).ok());
+  const size_t after_one = e.table(SpecMethod::kTr)->memory_bytes();
+  EXPECT_GT(after_one, 0u);
+  int observed = 0;
+  for (int t = 0; t < Tiny().config().n_vocab; ++t) observed += e.table(SpecMethod::kTr)->Observed(t);
+  EXPECT_GT(observed, 20);
+  // A second request starts warm: its first cycle already drafts from harvested rows.
+  auto second = e.Generate(Prompt("Once upon a time"), p);
+  ASSERT_TRUE(second.ok());
+  EXPECT_GT(second->stats.accepted[static_cast<int>(NodeSource::kBranch)], 0);
+
+  p.spec.method = SpecMethod::kGoose;
+  p.spec.paper_preset = true;
+  ASSERT_TRUE(e.Generate(Prompt("Once upon a time"), p).ok());
+  auto cold = e.Generate(Prompt("Zara saw a star"), p);
+  ASSERT_TRUE(cold.ok());
+  // Per-request table: the first cycle of a new request cannot take the tree route.
+  EXPECT_GE(cold->stats.route_cycles[static_cast<int>(Route::kAr)] +
+                cold->stats.route_cycles[static_cast<int>(Route::kChain)],
+            1);
+}
+
+TEST(Engine, TableSavedAndLoadedGivesSameDrafts) {
+  ThreadPool pool(1);
+  Engine a(Tiny(), 512, &pool);
+  GenerateParams p;
+  p.n_predict = 64;
+  p.ignore_eos = true;
+  p.spec.method = SpecMethod::kTr;
+  ASSERT_TRUE(a.Generate(Prompt("Tom had a big red ball."), p).ok());
+  const std::string path = std::filesystem::temp_directory_path() / "goose_engine_tr.bin";
+  ASSERT_TRUE(a.table(SpecMethod::kTr)->Save(path).ok());
+  Engine b(Tiny(), 512, &pool);
+  ASSERT_TRUE(b.table(SpecMethod::kTr)->Load(path).ok());
+  std::filesystem::remove(path);
+  auto ra = a.Generate(Prompt("Lily went to the park."), p);
+  auto rb = b.Generate(Prompt("Lily went to the park."), p);
+  ASSERT_TRUE(ra.ok() && rb.ok());
+  EXPECT_EQ(ra->tokens, rb->tokens);
+  EXPECT_EQ(ra->stats.cycles, rb->stats.cycles);
+  EXPECT_EQ(ra->stats.accepted[static_cast<int>(NodeSource::kBranch)],
+            rb->stats.accepted[static_cast<int>(NodeSource::kBranch)]);
+}
+
+}  // namespace
+}  // namespace goose
