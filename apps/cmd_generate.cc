@@ -1,5 +1,6 @@
 // goose generate: plain or speculative generation, text streamed to stdout, speed to stderr.
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -7,6 +8,8 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "bench/cost_cache.h"
+#include "engine/budget_chooser.h"
 #include "engine/engine.h"
 #include "engine/report.h"
 #include "model/model.h"
@@ -17,11 +20,11 @@ namespace goose::cli {
 namespace {
 
 struct GenerateFlags {
-  std::string model, prompt, prompt_file, spec = "none", preset, tr_cache;
-  int n_predict = 128, n_ctx = 0, threads = 0, top_k = 40, budget = 0, branch_k = 3;
+  std::string model, prompt, prompt_file, spec = "none", preset, tr_cache, budget = "0";
+  int n_predict = 128, n_ctx = 0, threads = 0, top_k = 40, branch_k = 3;
   float temp = 0.0f, top_p = 0.95f;
   uint64_t seed = 0;
-  bool json = false, ignore_eos = false, no_bos = false, has_prompt = false;
+  bool json = false, ignore_eos = false, no_bos = false, has_prompt = false, recalibrate = false;
 };
 
 int RunGenerate(const GenerateFlags& f) {
@@ -54,12 +57,27 @@ int RunGenerate(const GenerateFlags& f) {
   params.sampling.top_k = f.top_k;
   params.sampling.top_p = f.top_p;
   params.sampling.seed = f.seed;
-  params.spec.budget = f.budget;
+  const bool auto_budget = f.budget == "auto";
+  if (!auto_budget) {
+    char* end = nullptr;
+    const long b = std::strtol(f.budget.c_str(), &end, 10);
+    if (f.budget.empty() || *end || b < 0 || b > 128) {
+      return Fail("--budget '" + f.budget + "' is neither 0..128 nor 'auto'");
+    }
+    params.spec.budget = static_cast<int>(b);
+  }
   params.spec.branch_k = f.branch_k;
   params.spec.paper_preset = f.preset == "paper";
 
   ThreadPool pool(f.threads > 0 ? f.threads : ThreadPool::DefaultThreads());
   Engine engine(model, f.n_ctx, &pool);
+  std::shared_ptr<BudgetChooser> chooser;
+  if (auto_budget) {  // calibrated once per model and machine (bench/cost_cache.h)
+    auto cal = LoadOrMeasureCost(model, path, &pool, f.recalibrate);
+    if (!cal.ok()) return Fail(cal.status().message());
+    chooser = std::make_shared<BudgetChooser>(ToCostSamples(cal->curve));
+    params.spec.choose_budget = [chooser](const SpecStats& h) { return (*chooser)(h); };
+  }
   const std::vector<int32_t> prompt_tokens = tok.Encode(prompt, !f.no_bos);
   if (static_cast<int>(prompt_tokens.size()) >= engine.n_ctx()) {
     return Fail("prompt is " + std::to_string(prompt_tokens.size()) +
@@ -140,8 +158,9 @@ Runner AddGenerateCommand(CLI::App& app) {
   app.add_option("--seed", f->seed, "sampling seed");
   app.add_option("--spec", f->spec, "none|pld|tr|balanced|sequoia|goose");
   app.add_option("--goose-preset", f->preset, "paper: the reference GOOSE defaults");
-  app.add_option("--budget", f->budget, "tree node budget incl. root (0 = method default)")
-      ->check(CLI::Range(0, 128));
+  app.add_option("--budget", f->budget,
+                 "tree node budget incl. root (0 = method default, auto = cost-aware)");
+  app.add_flag("--recalibrate", f->recalibrate, "--budget auto: re-measure the cached cost curve");
   app.add_option("--branch-k", f->branch_k, "balanced tree: children per node")
       ->check(CLI::Range(1, 10));
   app.add_option("--tr-cache", f->tr_cache, "load/save the transition table from/to this file");

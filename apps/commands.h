@@ -15,6 +15,7 @@ Runner AddGenerateCommand(CLI::App& app);
 Runner AddTokenizeCommand(CLI::App& app);
 Runner AddSynthCommand(CLI::App& app);
 Runner AddBenchVerifyCommand(CLI::App& app);
+Runner AddBenchCommand(CLI::App& app);
 
 // Model path to use when -m is not given: ../shared/models/stories260K.gguf beside the source
 // tree, if it exists; otherwise empty.

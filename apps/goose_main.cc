@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   add("synth", "write a random-weight model of a chosen shape", goose::cli::AddSynthCommand);
   add("bench-verify", "measure the cost of scoring a tree of N nodes",
       goose::cli::AddBenchVerifyCommand);
+  add("bench", "Spec-Bench-style evaluation of the methods", goose::cli::AddBenchCommand);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

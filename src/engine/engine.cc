@@ -190,7 +190,9 @@ StatusOr<GenerateResult> Engine::Generate(std::span<const int32_t> prompt,
       goose.base_budget = budget;
     }
     tree.Reset(anchor);
-    switch (method) {
+    // A chosen budget of 1 means "a plain step pays best": no method may draft then.
+    const SpecMethod cycle_method = spec.choose_budget && budget == 1 ? SpecMethod::kNone : method;
+    switch (cycle_method) {
       case SpecMethod::kNone:
         break;
       case SpecMethod::kPld: {

@@ -1,0 +1,320 @@
+#include "bench/bench_report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <thread>
+
+namespace goose {
+
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+std::string Fmt(const char* fmt, double v) {
+  char b[64];
+  std::snprintf(b, sizeof(b), fmt, v);
+  return b;
+}
+
+std::string RunCapture(const std::string& cmd, int* rc) {
+  std::string out;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) {
+    *rc = -1;
+    return out;
+  }
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
+  *rc = pclose(p);
+  return out;
+}
+
+std::string Quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+// Labels of the data sets in first-seen order.
+std::vector<std::string> DataSets(const json& r) {
+  std::vector<std::string> out;
+  for (const auto& row : r.at("results")) {
+    const std::string d = row.at("dataset");
+    if (std::find(out.begin(), out.end(), d) == out.end()) out.push_back(d);
+  }
+  return out;
+}
+
+const json* Find(const json& r, const std::string& dataset, const std::string& config) {
+  const json& arr = dataset == "all" ? r.at("summary") : r.at("results");
+  for (const auto& row : arr) {
+    if (row.at("dataset") == dataset && row.at("config") == config) return &row;
+  }
+  return nullptr;
+}
+
+// The config of each method with the best overall speedup.
+std::vector<std::string> BestPerMethod(const json& r) {
+  std::vector<std::string> order;
+  std::map<std::string, std::pair<double, std::string>> best;
+  for (const auto& row : r.at("summary")) {
+    const std::string m = row.at("method");
+    const double sp = row.at("speedup");
+    if (!best.count(m)) order.push_back(m);
+    if (!best.count(m) || sp > best[m].first) best[m] = {sp, row.at("config")};
+  }
+  std::vector<std::string> out;
+  for (const auto& m : order) out.push_back(best[m].second);
+  return out;
+}
+
+}  // namespace
+
+json MachineJson() {
+  std::string cpu = "unknown";
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("model name", 0) == 0) {
+      const size_t colon = line.find(':');
+      if (colon != std::string::npos) cpu = line.substr(line.find_first_not_of(" \t", colon + 1));
+      break;
+    }
+  }
+  return {{"cpu", cpu}, {"cores", static_cast<int>(std::thread::hardware_concurrency())}};
+}
+
+std::string GitCommit(const std::string& dir) {
+  int rc = 0;
+  std::string out = RunCapture("git -C " + Quote(dir) + " rev-parse HEAD 2>/dev/null", &rc);
+  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+  return rc == 0 && out.size() == 40 ? out : "unknown";
+}
+
+std::string ResultsMarkdown(const json& r) {
+  std::string md;
+  const std::vector<std::string> sets = DataSets(r);
+  const json& eq = r.at("equality");
+  const int bad = eq.at("mismatching_prompts").get<int>();
+  md += "# goose bench\n\n";
+  if (bad > 0) {
+    md += "**EQUALITY CHECK FAILED: " + std::to_string(bad) +
+          " prompt(s) where a method's output differs from `none`** (details in results.json)\n\n";
+  } else {
+    md += "**Equality check: 0 mismatching prompts** (" +
+          std::to_string(eq.at("checked_generations").get<int64_t>()) +
+          " generations compared token by token with `none`)\n\n";
+  }
+  if (r.contains("model")) {
+    md += "- model: `" + r["model"].value("path", "?") + "` (" +
+          Fmt("%.2f MB", r["model"].value("file_bytes", 0.0) / 1e6) + ")\n";
+  }
+  if (r.contains("machine")) {
+    md += "- machine: " + r["machine"].value("cpu", "?") + ", " +
+          std::to_string(r["machine"].value("cores", 0)) + " cores\n";
+  }
+  if (r.contains("commit")) md += "- commit: `" + r["commit"].get<std::string>() + "`\n";
+  if (r.contains("settings")) md += "- settings: `" + r["settings"].dump() + "`\n";
+  md += "\n## Measured speedup over `none` (tokens/s ratio, decode phase)\n\n| config |";
+  for (const auto& s : sets) md += " " + s + " |";
+  md += " MAT | tok/s | speedup | projected speedup* |\n|---|";
+  for (size_t i = 0; i < sets.size() + 4; ++i) md += "---:|";
+  md += "\n";
+  for (const auto& row : r.at("summary")) {
+    const std::string cfg = row.at("config");
+    md += "| " + cfg + " |";
+    for (const auto& s : sets) {
+      const json* c = Find(r, s, cfg);
+      md += c ? " " + Fmt("%.2fx", (*c)["speedup"].get<double>()) + " |" : " - |";
+    }
+    md += " " + Fmt("%.3f", row["mean_accepted_tokens"].get<double>()) + " | " +
+          Fmt("%.1f", row["tokens_per_second"].get<double>()) + " | " +
+          Fmt("%.2fx", row["speedup"].get<double>()) + " | " +
+          (row["projected_speedup"].is_null()
+               ? std::string("-")
+               : Fmt("%.2fx", row["projected_speedup"].get<double>())) +
+          " |\n";
+  }
+  md += "\n\\* *Projection, not a measurement*: (MAT / (c(B)/c(1))) / MAT(none), with c the "
+        "verify-cost curve of the cost model (`--cost-model`); auto weighs the budgets it chose.\n";
+  md += "\n## Mean accepted tokens per target pass (MAT)\n\n| config |";
+  for (const auto& s : sets) md += " " + s + " |";
+  md += " all |\n|---|";
+  for (size_t i = 0; i <= sets.size(); ++i) md += "---:|";
+  md += "\n";
+  for (const auto& row : r.at("summary")) {
+    const std::string cfg = row.at("config");
+    md += "| " + cfg + " |";
+    for (const auto& s : sets) {
+      const json* c = Find(r, s, cfg);
+      md += c ? " " + Fmt("%.3f", (*c)["mean_accepted_tokens"].get<double>()) + " |" : " - |";
+    }
+    md += " " + Fmt("%.3f", row["mean_accepted_tokens"].get<double>()) + " |\n";
+  }
+  const json& vc = r.at("verify_cost");
+  md += "\n## Verify cost c(B)/c(1)\n\n| nodes | model under test (ms) | c(B)/c(1) |";
+  const bool has_cm = !vc.at("cost_model").is_null();
+  md += has_cm ? " cost model (ms) | c(B)/c(1) |\n|---:|---:|---:|---:|---:|\n"
+               : "\n|---:|---:|---:|\n";
+  const json& mc = vc.at("model_under_test");
+  for (size_t i = 0; i < mc.size(); ++i) {
+    md += "| " + std::to_string(mc[i]["nodes"].get<int>()) + " | " +
+          Fmt("%.3f", mc[i]["seconds"].get<double>() * 1e3) + " | " +
+          Fmt("%.2f", mc[i]["relative"].get<double>()) + " |";
+    if (has_cm) {
+      const json* p = nullptr;
+      for (const auto& q : vc["cost_model"]) {
+        if (q["nodes"] == mc[i]["nodes"]) p = &q;
+      }
+      md += p ? " " + Fmt("%.3f", (*p)["seconds"].get<double>() * 1e3) + " | " +
+                    Fmt("%.2f", (*p)["relative"].get<double>()) + " |"
+              : " - | - |";
+    }
+    md += "\n";
+  }
+  return md;
+}
+
+bool GnuplotAvailable() {
+  int rc = 0;
+  RunCapture("command -v gnuplot >/dev/null 2>&1", &rc);
+  return rc == 0;
+}
+
+Status WritePlots(const json& r, const std::string& dir, std::vector<std::string>* files) {
+  if (!GnuplotAvailable()) return Status::Error("gnuplot not found on PATH; plots skipped");
+  int rc = 0;
+  RunCapture("gnuplot -e 'set terminal pngcairo' 2>&1", &rc);
+  const std::string term = rc == 0 ? "pngcairo size 1000,600 noenhanced font ',10'"
+                                   : "png size 1000,600 noenhanced";
+  const fs::path src = fs::path(dir) / "plots_src";
+  std::error_code ec;
+  fs::create_directories(src, ec);
+  if (ec) return Status::Error("cannot create '" + src.string() + "': " + ec.message());
+
+  std::string script = "set terminal " + term + "\nset datafile missing 'NaN'\nset key outside\n"
+                       "set grid ytics\n";
+  // 1. Speedup vs budget, one line per method (budget-free methods are flat lines).
+  std::vector<std::string> budgets;
+  std::vector<std::string> methods;
+  for (const auto& row : r.at("summary")) {
+    const std::string b = row.at("budget"), m = row.at("method");
+    if (b != "default" && std::find(budgets.begin(), budgets.end(), b) == budgets.end()) {
+      budgets.push_back(b);
+    }
+    if (std::find(methods.begin(), methods.end(), m) == methods.end()) methods.push_back(m);
+  }
+  if (budgets.empty()) budgets.push_back("default");
+  {
+    std::ofstream f(src / "speedup.dat");
+    f << "budget";
+    for (const auto& m : methods) f << "\t\"" << m << "\"";
+    f << "\n";
+    for (const auto& b : budgets) {
+      f << "\"" << b << "\"";
+      for (const auto& m : methods) {
+        double v = NAN;
+        for (const auto& row : r.at("summary")) {
+          if (row["method"] == m && (row["budget"] == b || row["budget"] == "default")) {
+            v = row["speedup"];
+          }
+        }
+        f << "\t" << (std::isnan(v) ? std::string("NaN") : Fmt("%.4f", v));
+      }
+      f << "\n";
+    }
+  }
+  script += "set output '" + (fs::path(dir) / "speedup_vs_budget.png").string() + "'\n"
+            "set title 'Measured speedup over none vs node budget (all data sets)'\n"
+            "set xlabel 'budget (nodes incl. root)'\nset ylabel 'speedup'\n"
+            "plot for [i=2:" + std::to_string(methods.size() + 1) + "] '" +
+            (src / "speedup.dat").string() +
+            "' using i:xtic(1) with linespoints lw 2 title columnheader(i)\n";
+  // 2. MAT per data set, each method at its best budget.
+  const std::vector<std::string> sets = DataSets(r);
+  const std::vector<std::string> best = BestPerMethod(r);
+  {
+    std::ofstream f(src / "mat.dat");
+    f << "dataset";
+    for (const auto& c : best) f << "\t\"" << c << "\"";
+    f << "\n";
+    for (const auto& s : sets) {
+      f << "\"" << s << "\"";
+      for (const auto& c : best) {
+        const json* row = Find(r, s, c);
+        f << "\t" << (row ? Fmt("%.4f", (*row)["mean_accepted_tokens"].get<double>()) : "NaN");
+      }
+      f << "\n";
+    }
+  }
+  script += "set output '" + (fs::path(dir) / "mat_by_dataset.png").string() + "'\n"
+            "set title 'Mean accepted tokens per pass by data set (each method at its best "
+            "budget)'\nset xlabel ''\nset ylabel 'MAT'\nset style data histograms\n"
+            "set style histogram clustered gap 1\nset style fill solid 0.8 border -1\n"
+            "set xtics rotate by -30\nset yrange [0:*]\n"
+            "plot for [i=2:" + std::to_string(best.size() + 1) + "] '" +
+            (src / "mat.dat").string() + "' using i:xtic(1) title columnheader(i)\n"
+            "unset style data\nset xtics norotate\nset style data linespoints\n"
+            "set autoscale y\n";
+  // 3. Acceptance per reached node by depth, split by source, per method (best budget).
+  constexpr int kDepths = 16;
+  std::vector<std::string> cols;
+  std::vector<std::vector<double>> values;
+  for (const auto& c : best) {
+    const json* row = Find(r, "all", c);
+    if (!row) continue;
+    const json& by_depth = (*row)["stats"]["acceptance_by_depth"];
+    for (auto it = by_depth.begin(); it != by_depth.end(); ++it) {
+      std::vector<double> v(kDepths + 1, NAN);
+      for (const auto& d : it.value()) {
+        const int depth = d["depth"];
+        const double reached = d["reached"].get<double>();
+        if (depth <= kDepths && reached >= 5) v[depth] = d["accepted"].get<double>() / reached;
+      }
+      cols.push_back(c + " " + it.key());
+      values.push_back(v);
+    }
+  }
+  {
+    std::ofstream f(src / "depth.dat");
+    f << "depth";
+    for (const auto& c : cols) f << "\t\"" << c << "\"";
+    if (cols.empty()) f << "\t\"none\"";
+    f << "\n";
+    for (int d = 1; d <= kDepths; ++d) {
+      f << d;
+      for (const auto& v : values) f << "\t" << (std::isnan(v[d]) ? "NaN" : Fmt("%.4f", v[d]));
+      if (cols.empty()) f << "\tNaN";
+      f << "\n";
+    }
+  }
+  script += "set output '" + (fs::path(dir) / "acceptance_by_depth.png").string() + "'\n"
+            "set title 'Acceptance per reached node by depth, split by source (best budget per "
+            "method)'\nset xlabel 'depth'\nset ylabel 'accepted / reached'\nset yrange [0:1]\n"
+            "set xrange [0.5:" + std::to_string(kDepths) + ".5]\nset xtics 1\n"
+            "plot for [i=2:" + std::to_string(std::max<size_t>(cols.size(), 1) + 1) + "] '" +
+            (src / "depth.dat").string() + "' using 1:i with linespoints lw 2 title columnheader(i)\n";
+  {
+    std::ofstream f(src / "plots.gp");
+    f << script;
+    if (!f) return Status::Error("cannot write '" + (src / "plots.gp").string() + "'");
+  }
+  const std::string out = RunCapture("gnuplot " + Quote((src / "plots.gp").string()) + " 2>&1", &rc);
+  if (rc != 0) return Status::Error("gnuplot failed on " + (src / "plots.gp").string() + ": " + out);
+  for (const char* name : {"speedup_vs_budget.png", "mat_by_dataset.png", "acceptance_by_depth.png"}) {
+    const fs::path p = fs::path(dir) / name;
+    if (!fs::exists(p, ec) || fs::file_size(p, ec) == 0) {
+      return Status::Error("gnuplot did not write " + p.string() + ": " + out);
+    }
+    files->push_back(p.string());
+  }
+  return Status::Ok();
+}
+
+}  // namespace goose

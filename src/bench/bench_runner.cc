@@ -1,0 +1,325 @@
+#include "bench/bench_runner.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <set>
+
+#include "bench/cost_cache.h"
+#include "engine/budget_chooser.h"
+#include "engine/report.h"
+
+namespace goose {
+
+namespace {
+
+using nlohmann::json;
+
+double Now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+struct Cell {
+  int prompts = 0, mismatches = 0, truncated = 0;
+  int64_t generated = 0, decode_tokens = 0;  // decode_tokens = generated - 1 per prompt
+  double decode_seconds = 0;
+  SpecStats stats;
+  std::vector<int64_t> chosen;  // auto: budgets used (index = budget)
+
+  void Merge(const Cell& o) {
+    prompts += o.prompts;
+    mismatches += o.mismatches;
+    truncated += o.truncated;
+    generated += o.generated;
+    decode_tokens += o.decode_tokens;
+    decode_seconds += o.decode_seconds;
+    stats.Merge(o.stats);
+    if (chosen.size() < o.chosen.size()) chosen.resize(o.chosen.size());
+    for (size_t i = 0; i < o.chosen.size(); ++i) chosen[i] += o.chosen[i];
+  }
+  double Tps() const { return decode_seconds > 0 ? decode_tokens / decode_seconds : 0.0; }
+  double Mat() const { return MeanAcceptedTokens(generated, stats.cycles); }
+};
+
+class Progress {
+ public:
+  Progress(int64_t total, bool quiet) : total_(total), quiet_(quiet), start_(Now()) {}
+  void Step(const std::string& what) {
+    ++done_;
+    const double now = Now();
+    if (quiet_ || (now - last_ < 0.2 && done_ < total_)) return;
+    last_ = now;
+    const double el = now - start_;
+    const double eta = done_ > 0 ? el / done_ * (total_ - done_) : 0;
+    const int width = 30, fill = static_cast<int>(width * done_ / std::max<int64_t>(total_, 1));
+    std::fprintf(stderr, "\r[%s%s] %lld/%lld %3d%% %s, ETA %s  %-28.28s",
+                 std::string(fill, '#').c_str(), std::string(width - fill, '.').c_str(),
+                 static_cast<long long>(done_), static_cast<long long>(total_),
+                 static_cast<int>(100 * done_ / std::max<int64_t>(total_, 1)), Clock(el).c_str(),
+                 Clock(eta).c_str(), what.c_str());
+    if (done_ == total_) std::fprintf(stderr, "\n");
+  }
+
+ private:
+  static std::string Clock(double s) {
+    char b[32];
+    const int t = static_cast<int>(s + 0.5);
+    std::snprintf(b, sizeof(b), "%d:%02d:%02d", t / 3600, t / 60 % 60, t % 60);
+    return b;
+  }
+  int64_t total_, done_ = 0;
+  bool quiet_;
+  double start_, last_ = 0;
+};
+
+json CurveJson(const std::vector<VerifyCostPoint>& curve) {
+  json arr = json::array();
+  double c1 = 0;
+  for (const auto& p : curve) {
+    if (p.nodes == 1) c1 = p.seconds;
+  }
+  for (const auto& p : curve) {
+    arr.push_back({{"nodes", p.nodes},
+                   {"seconds", p.seconds},
+                   {"relative", c1 > 0 ? p.seconds / c1 : 0.0}});
+  }
+  return arr;
+}
+
+// c(B)/c(1) of the configured budget under `cost` (expanded curve); auto weighs the budgets
+// the chooser used. 0 when unknown.
+double RelativeCost(const BenchConfig& c, const Cell& cell, const std::vector<double>& cost) {
+  if (cost.size() < 2) return 0;
+  const int max_b = static_cast<int>(cost.size()) - 1;
+  auto rel = [&](int b) { return cost[std::clamp(b, 1, max_b)] / cost[1]; };
+  if (c.budget != kAutoBudget) {
+    return rel(c.method == SpecMethod::kNone ? 1 : (c.budget > 0 ? c.budget
+                                                                 : DefaultBudget(c.method)));
+  }
+  double sum = 0;
+  int64_t n = 0;
+  for (size_t b = 1; b < cell.chosen.size(); ++b) {
+    sum += cell.chosen[b] * rel(static_cast<int>(b));
+    n += cell.chosen[b];
+  }
+  return n > 0 ? sum / n : 0;
+}
+
+json CellJson(const BenchConfig& c, const Cell& cell, const Cell& base,
+              const std::vector<double>& model_cost, const std::vector<double>& proj_cost) {
+  json j;
+  j["method"] = SpecMethodName(c.method);
+  j["budget"] = c.BudgetLabel();
+  j["config"] = c.Label();
+  j["prompts"] = cell.prompts;
+  j["truncated_prompts"] = cell.truncated;
+  j["generated_tokens"] = cell.generated;
+  j["decode_seconds"] = cell.decode_seconds;
+  j["tokens_per_second"] = cell.Tps();
+  j["mean_accepted_tokens"] = cell.Mat();
+  j["speedup"] = base.Tps() > 0 ? cell.Tps() / base.Tps() : 0.0;
+  j["mismatching_prompts"] = cell.mismatches;
+  j["mean_tree_nodes"] =
+      cell.stats.cycles > 0
+          ? static_cast<double>(cell.stats.cycles + cell.stats.drafted[1] + cell.stats.drafted[2] +
+                                cell.stats.drafted[3]) /
+                cell.stats.cycles
+          : 0.0;
+  const double rel_model = RelativeCost(c, cell, model_cost);
+  j["relative_cost_model_under_test"] = rel_model;
+  const double rel = RelativeCost(c, cell, proj_cost);
+  j["relative_cost_cost_model"] = proj_cost.empty() ? json(nullptr) : json(rel);
+  j["projected_speedup"] = (proj_cost.empty() || rel <= 0 || base.Mat() <= 0)
+                               ? json(nullptr)
+                               : json(cell.Mat() / rel / base.Mat());
+  json chosen = json::object();
+  for (size_t b = 1; b < cell.chosen.size(); ++b) {
+    if (cell.chosen[b]) chosen[std::to_string(b)] = cell.chosen[b];
+  }
+  j["auto_budgets"] = chosen;
+  j["stats"] = SpecStatsJson(cell.stats, cell.generated);
+  return j;
+}
+
+}  // namespace
+
+std::string BenchConfig::BudgetLabel() const {
+  if (budget == kAutoBudget) return "auto";
+  if (budget <= 0 || method == SpecMethod::kNone || method == SpecMethod::kPld ||
+      method == SpecMethod::kTr) {
+    return "default";
+  }
+  return std::to_string(budget);
+}
+
+std::string BenchConfig::Label() const {
+  const std::string b = BudgetLabel();
+  return b == "default" ? SpecMethodName(method) : std::string(SpecMethodName(method)) + "@" + b;
+}
+
+std::vector<BenchConfig> MakeConfigs(const std::vector<SpecMethod>& methods,
+                                     const std::vector<int>& budgets) {
+  std::vector<BenchConfig> out = {{SpecMethod::kNone, 0}};
+  auto add = [&](BenchConfig c) {
+    for (const auto& o : out) {
+      if (o.method == c.method && o.budget == c.budget) return;
+    }
+    out.push_back(c);
+  };
+  for (SpecMethod m : methods) {
+    if (m == SpecMethod::kNone) continue;
+    if (m == SpecMethod::kPld || m == SpecMethod::kTr || budgets.empty()) {
+      add({m, 0});
+      continue;
+    }
+    for (int b : budgets) add({m, b});
+  }
+  return out;
+}
+
+int FirstMismatch(const std::vector<int32_t>& baseline, const std::vector<int32_t>& got) {
+  const size_t n = std::min(baseline.size(), got.size());
+  for (size_t i = 0; i < n; ++i) {
+    if (baseline[i] != got[i]) return static_cast<int>(i);
+  }
+  return baseline.size() == got.size() ? -1 : static_cast<int>(n);
+}
+
+StatusOr<json> RunBench(const Model& model, ThreadPool* pool, const std::vector<DataSet>& sets,
+                        const std::vector<BenchConfig>& configs, const BenchOptions& opt,
+                        const ResultHook& hook) {
+  if (configs.empty() || configs[0].method != SpecMethod::kNone) {
+    return Status::Error("the first benchmark config must be the 'none' baseline");
+  }
+  if (opt.max_tokens < 1) return Status::Error("--max-tokens must be at least 1");
+  const int model_ctx = std::min(model.config().n_ctx_train > 0 ? model.config().n_ctx_train
+                                                                : 4096, 4096);
+  const int max_prompt = model_ctx - opt.max_tokens - 1;
+  if (max_prompt < 1) {
+    return Status::Error(StrFormat("--max-tokens %d does not fit the model's context of %d",
+                                   opt.max_tokens, model_ctx));
+  }
+  // Tokenize once; cut over-long prompts to their head.
+  const Tokenizer& tok = model.tokenizer();
+  std::vector<std::vector<std::vector<int32_t>>> prompts(sets.size());
+  std::vector<int> truncated(sets.size(), 0);
+  int longest = 1;
+  int64_t total_prompts = 0;
+  for (size_t s = 0; s < sets.size(); ++s) {
+    for (const BenchPrompt& p : sets[s].prompts) {
+      std::vector<int32_t> ids = p.tokens.empty() ? tok.Encode(p.text, true) : p.tokens;
+      if (ids.empty()) return Status::Error(p.id + ": prompt has no tokens");
+      if (static_cast<int>(ids.size()) > max_prompt) {
+        ids.resize(max_prompt);
+        ++truncated[s];
+      }
+      longest = std::max(longest, static_cast<int>(ids.size()));
+      prompts[s].push_back(std::move(ids));
+      ++total_prompts;
+    }
+  }
+  const int n_ctx = std::min(model_ctx, longest + opt.max_tokens + 1);
+
+  const std::vector<double> model_cost = ExpandCostCurve(ToCostSamples(opt.model_cost));
+  const std::vector<double> proj_cost = ExpandCostCurve(ToCostSamples(opt.cost_model_cost));
+  const int n_cfg = static_cast<int>(configs.size());
+  std::vector<std::unique_ptr<Engine>> engines;
+  std::vector<std::unique_ptr<BudgetChooser>> choosers(n_cfg);
+  std::vector<GenerateParams> params(n_cfg);
+  for (int c = 0; c < n_cfg; ++c) {
+    engines.push_back(std::make_unique<Engine>(model, n_ctx, pool));
+    GenerateParams& gp = params[c];
+    gp.n_predict = opt.max_tokens;
+    gp.ignore_eos = opt.ignore_eos;
+    gp.sampling.temp = opt.temp;
+    gp.sampling.seed = opt.seed;
+    gp.spec.method = configs[c].method;
+    gp.spec.budget = configs[c].budget > 0 ? configs[c].budget : 0;
+    if (configs[c].budget == kAutoBudget) {
+      if (opt.model_cost.empty()) return Status::Error("--budget auto needs a cost curve");
+      choosers[c] = std::make_unique<BudgetChooser>(ToCostSamples(opt.model_cost));
+      BudgetChooser* ch = choosers[c].get();
+      gp.spec.choose_budget = [ch](const SpecStats& h) { return (*ch)(h); };
+    }
+  }
+
+  std::vector<std::vector<Cell>> cells(sets.size(), std::vector<Cell>(n_cfg));
+  json mismatches = json::array();
+  std::set<std::string> mismatching_prompts;
+  Progress progress(total_prompts * n_cfg, opt.quiet);
+  int64_t prompt_counter = 0;
+  for (size_t s = 0; s < sets.size(); ++s) {
+    for (size_t i = 0; i < prompts[s].size(); ++i, ++prompt_counter) {
+      std::vector<std::vector<int32_t>> outputs(n_cfg);
+      for (int k = 0; k < n_cfg; ++k) {
+        const int c = static_cast<int>((k + prompt_counter) % n_cfg);  // rotate per prompt
+        std::vector<int64_t> before;
+        if (choosers[c]) before = choosers[c]->chosen();
+        auto r = engines[c]->Generate(prompts[s][i], params[c]);
+        if (!r.ok()) {
+          return Status::Error(sets[s].prompts[i].id + " (" + configs[c].Label() +
+                               "): " + r.status().message());
+        }
+        outputs[c] = std::move(r->tokens);
+        if (hook) hook(c, sets[s].prompts[i], &outputs[c]);
+        Cell& cell = cells[s][c];
+        ++cell.prompts;
+        cell.generated += static_cast<int64_t>(outputs[c].size());
+        cell.decode_tokens += std::max<int64_t>(0, static_cast<int64_t>(outputs[c].size()) - 1);
+        cell.decode_seconds += r->decode_seconds;
+        cell.stats.Merge(r->stats);
+        if (choosers[c]) {
+          const auto& after = choosers[c]->chosen();
+          cell.chosen.resize(after.size());
+          for (size_t b = 0; b < after.size(); ++b) cell.chosen[b] += after[b] - before[b];
+        }
+        progress.Step(sets[s].label + " " + configs[c].Label());
+      }
+      for (int c = 1; c < n_cfg; ++c) {
+        const int at = FirstMismatch(outputs[0], outputs[c]);
+        if (at < 0) continue;
+        ++cells[s][c].mismatches;
+        mismatching_prompts.insert(sets[s].prompts[i].id);
+        mismatches.push_back({{"dataset", sets[s].label},
+                              {"prompt", sets[s].prompts[i].id},
+                              {"config", configs[c].Label()},
+                              {"first_differing_token", at}});
+      }
+    }
+    for (int c = 0; c < n_cfg; ++c) cells[s][c].truncated = truncated[s];
+  }
+
+  json results = json::array(), summary = json::array();
+  std::vector<Cell> totals(n_cfg);
+  for (size_t s = 0; s < sets.size(); ++s) {
+    for (int c = 0; c < n_cfg; ++c) {
+      json j = CellJson(configs[c], cells[s][c], cells[s][0], model_cost, proj_cost);
+      j["dataset"] = sets[s].label;
+      results.push_back(j);
+      totals[c].Merge(cells[s][c]);
+    }
+  }
+  for (int c = 0; c < n_cfg; ++c) {
+    json j = CellJson(configs[c], totals[c], totals[0], model_cost, proj_cost);
+    j["dataset"] = "all";
+    summary.push_back(j);
+  }
+  json out;
+  out["results"] = results;
+  out["summary"] = summary;
+  out["equality"] = {{"mismatching_prompts", mismatching_prompts.size()},
+                     {"mismatching_generations", mismatches.size()},
+                     {"checked_generations", total_prompts * (n_cfg - 1)},
+                     {"mismatches", mismatches}};
+  out["verify_cost"] = {{"model_under_test", CurveJson(opt.model_cost)},
+                        {"cost_model", opt.cost_model_cost.empty()
+                                           ? json(nullptr)
+                                           : CurveJson(opt.cost_model_cost)}};
+  out["n_ctx"] = n_ctx;
+  return out;
+}
+
+}  // namespace goose

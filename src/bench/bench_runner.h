@@ -1,0 +1,72 @@
+// `goose bench`: Spec-Bench-style evaluation of every method on one loaded model.
+//
+// Contract
+// - Configs: `none` (always, the baseline), `pld` and `tr` once each at their default budget
+//   (PLD drafts at most 10 tokens and TR uses its fixed 81-node template, so budgets >= 11 do not
+//   change them), and balanced / sequoia / goose once per budget; budget kAutoBudget =
+//   `--budget auto` (BudgetChooser on the calibrated cost curve).
+// - Every config has its own Engine (own KV cache, tables and statistics) over the one Model, so
+//   configs never warm each other up; prompts run in file order and, per prompt, the configs
+//   run in an order rotated by one per prompt so machine drift hits them alike.
+// - Equality: each config's generated ids must equal `none`'s for the same prompt; FirstMismatch
+//   is the check. Mismatches are counted per cell and in total.
+// - Timing: tokens/s = (generated - 1) / decode seconds (the first token comes from prefill);
+//   speedup = tokens/s of the config / tokens/s of none over the same prompts.
+// - Projection: with a cost-model curve c, projected speedup = (MAT / (c(B)/c(1))) / MAT_none,
+//   B = the configured budget (auto: the chosen budgets, weighted by use). It combines this
+//   model's acceptance with the other model's verify cost; it is not a measurement.
+// - Prompts longer than context - max_tokens - 1 are cut to their head (counted in the output).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "bench/datasets.h"
+#include "bench/verify_cost.h"
+#include "engine/engine.h"
+
+namespace goose {
+
+constexpr int kAutoBudget = -1;
+
+struct BenchConfig {
+  SpecMethod method = SpecMethod::kNone;
+  int budget = 0;  // 0 = method default, kAutoBudget = auto
+  std::string Label() const;        // "goose@32", "tr", "goose@auto"
+  std::string BudgetLabel() const;  // "32", "auto", "default"
+};
+
+// none first, then the requested methods as described above (duplicates dropped).
+std::vector<BenchConfig> MakeConfigs(const std::vector<SpecMethod>& methods,
+                                     const std::vector<int>& budgets);
+
+// Index of the first differing token (or the shorter length if one is a prefix of the other);
+// -1 when equal.
+int FirstMismatch(const std::vector<int32_t>& baseline, const std::vector<int32_t>& got);
+
+struct BenchOptions {
+  int max_tokens = 128;
+  float temp = 0.0f;
+  uint64_t seed = 0;
+  bool ignore_eos = true;
+  bool quiet = false;
+  // Cost curves (seconds per pass); the model's drives --budget auto and c(B)/c(1).
+  std::vector<VerifyCostPoint> model_cost;
+  std::vector<VerifyCostPoint> cost_model_cost;  // empty: no projection
+};
+
+// Called after each generation (tests inject mismatches here): config index, prompt, ids.
+using ResultHook = std::function<void(int config, const BenchPrompt&, std::vector<int32_t>*)>;
+
+// Runs everything and returns results.json's "results", "summary", "equality" and
+// "verify_cost" members; the caller adds machine/model/settings.
+StatusOr<nlohmann::json> RunBench(const Model& model, ThreadPool* pool,
+                                  const std::vector<DataSet>& sets,
+                                  const std::vector<BenchConfig>& configs,
+                                  const BenchOptions& opt, const ResultHook& hook = {});
+
+}  // namespace goose

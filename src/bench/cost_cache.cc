@@ -1,0 +1,111 @@
+#include "bench/cost_cache.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+namespace goose {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+uint64_t Fnv1a(const char* data, size_t n, uint64_t h) {
+  for (size_t i = 0; i < n; ++i) {
+    h ^= static_cast<unsigned char>(data[i]);
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+fs::path CacheDir() {
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return fs::path(x) / "goose";
+  if (const char* h = std::getenv("HOME"); h && *h) return fs::path(h) / ".cache" / "goose";
+  return fs::path("/tmp") / "goose-cache";
+}
+
+}  // namespace
+
+StatusOr<std::string> CostCachePath(const std::string& model_path, int threads) {
+  std::ifstream in(model_path, std::ios::binary);
+  if (!in) return Status::Error("cannot read model '" + model_path + "' to key the cost cache");
+  in.seekg(0, std::ios::end);
+  const uint64_t size = static_cast<uint64_t>(in.tellg());
+  constexpr uint64_t kChunk = 64 * 1024;
+  std::string buf(std::min(size, kChunk), '\0');
+  uint64_t h = Fnv1a(reinterpret_cast<const char*>(&size), sizeof(size), 14695981039346656037ull);
+  in.seekg(0);
+  in.read(buf.data(), buf.size());
+  h = Fnv1a(buf.data(), buf.size(), h);
+  in.seekg(static_cast<std::streamoff>(size - buf.size()));
+  in.read(buf.data(), buf.size());
+  h = Fnv1a(buf.data(), buf.size(), h);
+  if (!in) return Status::Error("cannot read model '" + model_path + "' to key the cost cache");
+  char name[96];
+  std::snprintf(name, sizeof(name), "cost-%016llx-%llu-t%d.json",
+                static_cast<unsigned long long>(h), static_cast<unsigned long long>(size),
+                threads);
+  return (CacheDir() / name).string();
+}
+
+VerifyCostOptions CalibrationOptions(const Model& model) {
+  VerifyCostOptions opt;
+  opt.nodes = {1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128};
+  opt.reps = 7;
+  // Leave room for 128 nodes in small-context models.
+  const int ctx = model.config().n_ctx_train > 0 ? model.config().n_ctx_train : 4096;
+  opt.prefix = std::max(1, std::min(256, std::min(4096, ctx) - 130));
+  return opt;
+}
+
+std::vector<CostSample> ToCostSamples(const std::vector<VerifyCostPoint>& curve) {
+  std::vector<CostSample> out;
+  for (const auto& p : curve) out.push_back({p.nodes, p.seconds});
+  return out;
+}
+
+StatusOr<CostCalibration> LoadOrMeasureCost(const Model& model, const std::string& model_path,
+                                            ThreadPool* pool, bool recalibrate) {
+  CostCalibration cal;
+  GOOSE_ASSIGN_OR_RETURN(cal.cache_path, CostCachePath(model_path, pool->size()));
+  if (!recalibrate) {
+    std::ifstream in(cal.cache_path);
+    if (in) {
+      try {
+        const nlohmann::json j = nlohmann::json::parse(in);
+        for (const auto& p : j.at("curve")) {
+          const int n = p.at("nodes").get<int>();
+          const double s = p.at("seconds").get<double>();
+          if (n < 1 || !(s > 0)) throw std::runtime_error("bad point");
+          cal.curve.push_back({n, s});
+        }
+        if (!cal.curve.empty() && cal.curve.front().nodes == 1) {
+          cal.from_cache = true;
+          return cal;
+        }
+      } catch (const std::exception&) {
+      }
+      cal.note = "ignored unreadable cost cache " + cal.cache_path;
+      cal.curve.clear();
+    }
+  }
+  GOOSE_ASSIGN_OR_RETURN(cal.curve, MeasureVerifyCost(model, pool, CalibrationOptions(model)));
+  nlohmann::json j;
+  j["threads"] = pool->size();
+  j["model_bytes"] = model.weight_bytes();
+  nlohmann::json arr = nlohmann::json::array();
+  for (const auto& p : cal.curve) arr.push_back({{"nodes", p.nodes}, {"seconds", p.seconds}});
+  j["curve"] = arr;
+  std::error_code ec;
+  fs::create_directories(fs::path(cal.cache_path).parent_path(), ec);
+  std::ofstream out(cal.cache_path);
+  if (out) out << j.dump(1) << "\n";
+  if (!out) cal.note = "could not write cost cache " + cal.cache_path;
+  return cal;
+}
+
+}  // namespace goose

@@ -1,0 +1,168 @@
+#include "engine/budget_chooser.h"
+
+#include <algorithm>
+#include <queue>
+
+namespace goose {
+
+std::vector<double> ExpandCostCurve(const std::vector<CostSample>& samples) {
+  std::vector<CostSample> pts;
+  for (const CostSample& s : samples) {
+    if (s.nodes >= 1 && s.seconds > 0) pts.push_back(s);
+  }
+  if (pts.empty()) return {};
+  std::sort(pts.begin(), pts.end(),
+            [](const CostSample& a, const CostSample& b) { return a.nodes < b.nodes; });
+  const int max_nodes = pts.back().nodes;
+  std::vector<double> cost(max_nodes + 1, 0.0);
+  for (int b = 1; b <= max_nodes; ++b) {
+    // Linear between the neighbouring samples; flat below the first one.
+    auto hi = std::lower_bound(pts.begin(), pts.end(), b,
+                               [](const CostSample& s, int n) { return s.nodes < n; });
+    if (hi->nodes == b || hi == pts.begin()) {
+      cost[b] = hi->seconds;
+    } else {
+      auto lo = hi - 1;
+      const double t = static_cast<double>(b - lo->nodes) / (hi->nodes - lo->nodes);
+      cost[b] = lo->seconds + t * (hi->seconds - lo->seconds);
+    }
+  }
+  // Timing noise can make a bigger pass look cheaper; the cheaper figure is achievable for
+  // every smaller B too (pad the tree), so take the running minimum from the right.
+  for (int b = max_nodes - 1; b >= 1; --b) cost[b] = std::min(cost[b], cost[b + 1]);
+  return cost;
+}
+
+std::vector<double> ExpectedTokens(const AcceptanceModel& m, int max_budget) {
+  std::vector<double> e(std::max(max_budget, 0) + 1, 0.0);
+  if (max_budget < 1) return e;
+  // Siblings must be ordered by value for the best-first expansion below to be exact.
+  std::vector<double> p = m.rank_p;
+  for (size_t k = 0; k < p.size(); ++k) {
+    p[k] = std::clamp(p[k], 0.0, 1.0);
+    if (k > 0) p[k] = std::min(p[k], p[k - 1]);
+  }
+  auto factor = [&](int d) {
+    if (m.depth_factor.empty()) return 1.0;
+    const size_t i = std::min<size_t>(d, m.depth_factor.size() - 1);
+    return std::max(0.0, m.depth_factor[i]);
+  };
+  auto q = [&](int d, int k) {
+    return k < static_cast<int>(p.size()) ? std::min(1.0, p[k] * factor(d)) : 0.0;
+  };
+  struct Cand {
+    double value, parent_value;
+    int depth, rank;
+    bool operator<(const Cand& o) const { return value < o.value; }
+  };
+  // Best-first growth: a node's value (product of q on its root path) never exceeds its
+  // parent's nor its better-ranked sibling's, so the B-1 largest values form a tree.
+  std::priority_queue<Cand> heap;
+  heap.push({q(1, 0), 1.0, 1, 0});
+  e[1] = 1.0;
+  for (int b = 2; b <= max_budget; ++b) {
+    e[b] = e[b - 1];
+    if (heap.empty() || heap.top().value <= 0) continue;
+    const Cand c = heap.top();
+    heap.pop();
+    e[b] += c.value;
+    heap.push({c.value * q(c.depth + 1, 0), c.value, c.depth + 1, 0});
+    heap.push({c.parent_value * q(c.depth, c.rank + 1), c.parent_value, c.depth, c.rank + 1});
+  }
+  return e;
+}
+
+int BestBudget(const std::vector<double>& expected, const std::vector<double>& cost) {
+  const int n = static_cast<int>(std::min(expected.size(), cost.size())) - 1;
+  int best = 1;
+  double best_rate = -1;
+  for (int b = 1; b <= n; ++b) {
+    if (cost[b] <= 0) continue;
+    const double rate = expected[b] / cost[b];
+    if (rate > best_rate * (1 + 1e-12)) {
+      best_rate = rate;
+      best = b;
+    }
+  }
+  return best;
+}
+
+AcceptanceModel EstimateAcceptance(const SpecStats& s, int64_t min_reached) {
+  AcceptanceModel m;
+  // Shrink towards 0 by two pseudo-misses: a rank seen once and accepted is not a certainty.
+  constexpr double kPseudo = 2.0;
+  int last_rank = -1;
+  for (int k = 0; k < SpecStats::kMaxRank; ++k) {
+    int64_t r = 0;
+    for (int src = 1; src < kNumSources; ++src) r += s.reached_rank[src][k];
+    if (r > 0) last_rank = k;
+  }
+  for (int k = 0; k <= last_rank; ++k) {
+    int64_t r = 0, a = 0;
+    for (int src = 1; src < kNumSources; ++src) {
+      r += s.reached_rank[src][k];
+      a += s.accepted_rank[src][k];
+    }
+    m.rank_p.push_back(a / (r + kPseudo));
+  }
+  // Depth factor: conditional acceptance at depth d relative to depth 1 (pooled over ranks).
+  auto rate = [&](int d, int64_t* reached) {
+    int64_t r = 0, a = 0;
+    for (int src = 1; src < kNumSources; ++src) {
+      r += s.reached_depth[src][d];
+      a += s.accepted_depth[src][d];
+    }
+    *reached = r;
+    return a / (r + kPseudo);
+  };
+  int64_t r1 = 0;
+  const double a1 = rate(1, &r1);
+  m.depth_factor.push_back(1.0);  // index 0 unused
+  m.depth_factor.push_back(1.0);
+  if (a1 <= 0 || r1 < min_reached) return m;
+  for (int d = 2; d <= SpecStats::kMaxDepth; ++d) {
+    int64_t r = 0;
+    const double a = rate(d, &r);
+    if (r < min_reached) break;  // later depths reuse the last reliable factor
+    m.depth_factor.push_back(a / a1);
+  }
+  return m;
+}
+
+BudgetChooser::BudgetChooser(const std::vector<CostSample>& cost, BudgetChooserOptions opt)
+    : cost_(ExpandCostCurve(cost)), opt_(opt) {
+  if (cost_.empty()) cost_ = {0.0, 1.0};  // no curve: only plain decoding is known to be safe
+  chosen_.assign(cost_.size(), 0);
+  probe_budget_ = std::min(2, max_budget());
+  for (int b = 2; b <= max_budget(); ++b) {
+    if (cost_[b] <= opt_.probe_cost * cost_[1]) probe_budget_ = b;
+  }
+  interval_ = std::max(1, opt_.probe_every);
+}
+
+int BudgetChooser::operator()(const SpecStats& history) {
+  const int b = std::clamp(Choose(history), 1, max_budget());
+  ++chosen_[b];
+  return b;
+}
+
+int BudgetChooser::Choose(const SpecStats& history) {
+  int64_t drafted = 0;
+  for (int src = 1; src < kNumSources; ++src) drafted += history.drafted[src];
+  if (drafted == 0 && calls_at_one_ == 0) return probe_budget_;
+  const AcceptanceModel m = EstimateAcceptance(history);
+  const int best = BestBudget(ExpectedTokens(m, max_budget()), cost_);
+  if (best > 1) {
+    calls_at_one_ = 0;
+    interval_ = std::max(1, opt_.probe_every);
+    return best;
+  }
+  // Plain decoding wins under the current estimate. Explore now and then so the estimate can
+  // recover when the text turns repetitive, backing off while probes keep failing.
+  if (++calls_at_one_ < interval_) return 1;
+  calls_at_one_ = 0;
+  interval_ = std::min<int64_t>(interval_ * 2, std::max(opt_.max_probe_every, 1));
+  return probe_budget_;
+}
+
+}  // namespace goose

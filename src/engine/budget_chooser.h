@@ -1,0 +1,79 @@
+// Cost-aware node budget (`--budget auto`): Sequoia's hardware-aware criterion (docs §4.2, §8.8)
+// applied online, every cycle: choose B maximizing E[tokens(B)] / c(B).
+//
+// Contract
+// - c(B) is a measured verify-cost curve (seconds of one pass over B nodes at a few B),
+//   expanded to every B in 1..max by linear interpolation and made non-decreasing (a bigger
+//   pass never costs less than a smaller one: a smaller tree could be padded).
+// - E[tokens(B)] comes from a positional acceptance model (Sequoia §4.1) extended by depth:
+//   a node of rank k at depth d whose parent is on the accepted path is accepted with
+//   probability q(d, k) = min(1, rank_p[k] * depth_factor[d]). E is the value of the best
+//   tree of B nodes under that model: 1 (bonus) + the sum of the B-1 largest path products,
+//   which for q <= 1 and rank_p non-increasing is exactly the best B-node subtree.
+// - EstimateAcceptance() reads rank_p from the per-rank counts and depth_factor from the
+//   per-depth counts of SpecStats (all sources pooled), shrunk towards 0 on little data.
+// - BudgetChooser never lets speculation lose to plain decoding: when no B > 1 beats
+//   1 / c(1) it returns 1, probing with a cheap budget (the largest B with
+//   c(B) <= probe_cost * c(1), at least 2) after probe_every calls, the interval doubling after
+//   each fruitless probe up to max_probe_every, so exploration costs ~nothing on long runs.
+//   The first cycles (nothing drafted yet) use the same cheap budget.
+// Pure and deterministic given its inputs; one chooser per (engine, method).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "verify/spec_stats.h"
+
+namespace goose {
+
+struct CostSample {
+  int nodes = 0;
+  double seconds = 0;
+};
+
+// cost[B] for B = 0..max_nodes (cost[0] unused = 0): interpolated, non-decreasing. max_nodes is
+// the largest measured B. Empty if `samples` is empty or holds no positive time.
+std::vector<double> ExpandCostCurve(const std::vector<CostSample>& samples);
+
+struct AcceptanceModel {
+  std::vector<double> rank_p;        // [k], rank 0 first; probability per reached node
+  std::vector<double> depth_factor;  // [d], d >= 1; missing depths use the last entry (1 if none)
+};
+
+// E[tokens(B)] for B = 0..max_budget (index 0 unused = 0; E[1] = 1: plain step).
+std::vector<double> ExpectedTokens(const AcceptanceModel& m, int max_budget);
+
+// argmax_B expected[B] / cost[B] over 1..min(sizes)-1; ties go to the smaller B.
+int BestBudget(const std::vector<double>& expected, const std::vector<double>& cost);
+
+// min_reached: depths with fewer reached nodes reuse the previous depth's factor.
+AcceptanceModel EstimateAcceptance(const SpecStats& s, int64_t min_reached = 16);
+
+struct BudgetChooserOptions {
+  double probe_cost = 1.25;   // exploration budget: largest B with c(B) <= probe_cost * c(1)
+  int probe_every = 16;       // calls at budget 1 before the first exploration cycle
+  int max_probe_every = 1024;
+};
+
+class BudgetChooser {
+ public:
+  BudgetChooser(const std::vector<CostSample>& cost, BudgetChooserOptions opt = {});
+  // The hook for SpecParams::choose_budget.
+  int operator()(const SpecStats& history);
+  int max_budget() const { return static_cast<int>(cost_.size()) - 1; }
+  int probe_budget() const { return probe_budget_; }
+  // Histogram of the budgets returned so far (index = budget).
+  const std::vector<int64_t>& chosen() const { return chosen_; }
+
+ private:
+  int Choose(const SpecStats& history);
+  std::vector<double> cost_;
+  BudgetChooserOptions opt_;
+  int probe_budget_ = 1;
+  int64_t calls_at_one_ = 0;
+  int64_t interval_ = 0;  // current exploration interval
+  std::vector<int64_t> chosen_;
+};
+
+}  // namespace goose

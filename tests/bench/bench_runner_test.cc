@@ -1,0 +1,127 @@
+// The benchmark runner on the tiny model: configs, the equality check (with an injected
+// mismatch), the results.json schema and the markdown report.
+#include "bench/bench_runner.h"
+
+#include <gtest/gtest.h>
+
+#include "bench/bench_report.h"
+#include "bench_test_util.h"
+#include "model/model.h"
+
+namespace goose {
+namespace {
+
+using nlohmann::json;
+
+TEST(MakeConfigs, NoneFirstAndBudgetFreeMethodsOnce) {
+  const auto c = MakeConfigs({SpecMethod::kPld, SpecMethod::kGoose, SpecMethod::kTr,
+                              SpecMethod::kNone, SpecMethod::kGoose},
+                             {16, kAutoBudget});
+  std::vector<std::string> labels;
+  for (const auto& x : c) labels.push_back(x.Label());
+  EXPECT_EQ(labels, (std::vector<std::string>{"none", "pld", "goose@16", "goose@auto", "tr"}));
+}
+
+TEST(FirstMismatch, FindsTheFirstDifference) {
+  EXPECT_EQ(FirstMismatch({1, 2, 3}, {1, 2, 3}), -1);
+  EXPECT_EQ(FirstMismatch({1, 2, 3}, {1, 5, 3}), 1);
+  EXPECT_EQ(FirstMismatch({1, 2, 3}, {1, 2}), 2);
+  EXPECT_EQ(FirstMismatch({}, {}), -1);
+}
+
+class RunBenchTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto m = Model::Load(testing::TinyModel());
+    ASSERT_TRUE(m.ok()) << m.status().message();
+    model_ = std::move(*m);
+    auto sets = ExpandDataSpec({"gsm8k", "", 2}, testing::DataDir(), nullptr, 2);
+    ASSERT_TRUE(sets.ok()) << sets.status().message();
+    auto stories = ExpandDataSpec({"tinystories", "", 1}, testing::DataDir(),
+                                  &model_->tokenizer(), 1);
+    ASSERT_TRUE(stories.ok()) << stories.status().message();
+    sets_ = *sets;
+    sets_.push_back((*stories)[0]);
+    opt_.max_tokens = 16;
+    opt_.quiet = true;
+    opt_.model_cost = {{1, 1e-4}, {16, 2e-4}, {64, 1e-3}};
+    opt_.cost_model_cost = {{1, 1e-2}, {16, 1.2e-2}, {64, 3e-2}};
+  }
+  std::unique_ptr<Model> model_;
+  std::vector<DataSet> sets_;
+  BenchOptions opt_;
+};
+
+TEST_F(RunBenchTest, OutputsMatchPlainAndSchemaHolds) {
+  ThreadPool pool(1);
+  const auto configs = MakeConfigs({SpecMethod::kPld, SpecMethod::kGoose}, {16, kAutoBudget});
+  auto r = RunBench(*model_, &pool, sets_, configs, opt_);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  const json& j = *r;
+  EXPECT_EQ(j["equality"]["mismatching_prompts"], 0);
+  EXPECT_EQ(j["equality"]["checked_generations"], 3 * 3);
+  ASSERT_EQ(j["results"].size(), 2u * configs.size());
+  ASSERT_EQ(j["summary"].size(), configs.size());
+  for (const json& row : j["results"]) {
+    for (const char* key : {"dataset", "method", "budget", "config"}) {
+      EXPECT_TRUE(row[key].is_string()) << key;
+    }
+    for (const char* key : {"tokens_per_second", "mean_accepted_tokens", "speedup",
+                            "decode_seconds", "mean_tree_nodes",
+                            "relative_cost_model_under_test", "projected_speedup"}) {
+      EXPECT_TRUE(row[key].is_number()) << key << " in " << row["config"];
+    }
+    for (const char* key : {"prompts", "generated_tokens", "mismatching_prompts"}) {
+      EXPECT_TRUE(row[key].is_number_integer()) << key;
+    }
+    EXPECT_TRUE(row["auto_budgets"].is_object());
+    EXPECT_TRUE(row["stats"]["acceptance_by_depth"].is_object());
+    EXPECT_TRUE(row["stats"]["routes"].is_object());
+    EXPECT_EQ(row["generated_tokens"], 16 * row["prompts"].get<int>());  // ignore-EOS
+  }
+  const json& none = j["summary"][0];
+  EXPECT_EQ(none["config"], "none");
+  EXPECT_DOUBLE_EQ(none["speedup"].get<double>(), 1.0);
+  EXPECT_NEAR(none["mean_accepted_tokens"].get<double>(), 16.0 / 15.0, 1e-9);  // convention 1
+  EXPECT_NEAR(none["projected_speedup"].get<double>(), 1.0, 1e-9);
+  const json& autob = j["summary"][3];
+  EXPECT_EQ(autob["config"], "goose@auto");
+  EXPECT_FALSE(autob["auto_budgets"].empty());
+  // Cost-model ratio of budget 16 under the synthetic curve: 1.2e-2 / 1e-2.
+  EXPECT_NEAR(j["summary"][2]["relative_cost_cost_model"].get<double>(), 1.2, 1e-9);
+  EXPECT_EQ(j["verify_cost"]["model_under_test"].size(), 3u);
+  EXPECT_NEAR(j["verify_cost"]["cost_model"][2]["relative"].get<double>(), 3.0, 1e-9);
+  const std::string md = ResultsMarkdown(j);
+  EXPECT_NE(md.find("Equality check: 0 mismatching prompts"), std::string::npos);
+  EXPECT_NE(md.find("| goose@auto |"), std::string::npos);
+  EXPECT_NE(md.find("Projection, not a measurement"), std::string::npos);
+}
+
+TEST_F(RunBenchTest, EqualityCheckCatchesAnInjectedMismatch) {
+  ThreadPool pool(1);
+  const auto configs = MakeConfigs({SpecMethod::kTr}, {});
+  auto inject = [](int config, const BenchPrompt& p, std::vector<int32_t>* ids) {
+    if (config == 1 && p.id == "gsm8k:1") (*ids)[5] ^= 1;
+  };
+  auto r = RunBench(*model_, &pool, sets_, configs, opt_, inject);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  const json& eq = (*r)["equality"];
+  EXPECT_EQ(eq["mismatching_prompts"], 1);
+  ASSERT_EQ(eq["mismatches"].size(), 1u);
+  EXPECT_EQ(eq["mismatches"][0]["prompt"], "gsm8k:1");
+  EXPECT_EQ(eq["mismatches"][0]["config"], "tr");
+  EXPECT_EQ(eq["mismatches"][0]["first_differing_token"], 5);
+  EXPECT_EQ((*r)["summary"][1]["mismatching_prompts"], 1);
+  EXPECT_NE(ResultsMarkdown(*r).find("EQUALITY CHECK FAILED: 1 prompt(s)"), std::string::npos);
+}
+
+TEST_F(RunBenchTest, RejectsAContextTooSmall) {
+  ThreadPool pool(1);
+  opt_.max_tokens = 1 << 20;
+  auto r = RunBench(*model_, &pool, sets_, MakeConfigs({}, {}), opt_);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("does not fit"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace goose

@@ -1,0 +1,140 @@
+// The cost-aware budget chooser against analytically solvable cost curves and acceptance tables.
+#include "engine/budget_chooser.h"
+
+#include <cmath>
+
+#include <gtest/gtest.h>
+
+namespace goose {
+namespace {
+
+std::vector<CostSample> Linear(double base, double slope, int max_nodes) {
+  std::vector<CostSample> c;
+  for (int b = 1; b <= max_nodes; b *= 2) c.push_back({b, base + slope * (b - 1)});
+  return c;
+}
+
+TEST(ExpandCostCurve, InterpolatesAndIsNonDecreasing) {
+  const std::vector<double> c = ExpandCostCurve({{1, 1.0}, {4, 4.0}, {8, 3.0}, {16, 10.0}});
+  ASSERT_EQ(c.size(), 17u);
+  EXPECT_DOUBLE_EQ(c[1], 1.0);
+  EXPECT_DOUBLE_EQ(c[2], 2.0);
+  // 4 measured 4.0 but 8 measured 3.0: the noise is clipped to what the bigger pass achieved.
+  EXPECT_DOUBLE_EQ(c[4], 3.0);
+  EXPECT_DOUBLE_EQ(c[12], 6.5);
+  for (int b = 2; b <= 16; ++b) EXPECT_LE(c[b - 1], c[b]) << b;
+  EXPECT_TRUE(ExpandCostCurve({}).empty());
+}
+
+TEST(ExpectedTokens, ChainIsGeometric) {
+  AcceptanceModel m;
+  m.rank_p = {0.5};
+  const std::vector<double> e = ExpectedTokens(m, 10);
+  for (int b = 1; b <= 10; ++b) EXPECT_NEAR(e[b], 2.0 - std::pow(0.5, b - 1), 1e-12) << b;
+}
+
+TEST(ExpectedTokens, TreeTakesTheLargestPathProducts) {
+  AcceptanceModel m;
+  m.rank_p = {0.6, 0.3};
+  // Node values: 0.6, 0.36, 0.3, 0.216, then 0.18 twice (0.6*0.3 and 0.3*0.6).
+  const std::vector<double> e = ExpectedTokens(m, 7);
+  EXPECT_NEAR(e[2], 1.6, 1e-12);
+  EXPECT_NEAR(e[3], 1.96, 1e-12);
+  EXPECT_NEAR(e[4], 2.26, 1e-12);
+  EXPECT_NEAR(e[5], 2.476, 1e-12);
+  EXPECT_NEAR(e[6], 2.656, 1e-12);
+  EXPECT_NEAR(e[7], 2.836, 1e-12);
+}
+
+TEST(ExpectedTokens, DepthFactorScalesDeeperNodes) {
+  AcceptanceModel m;
+  m.rank_p = {0.5};
+  m.depth_factor = {1.0, 1.0, 2.0};  // depth >= 2 accepted with certainty once depth 1 is
+  const std::vector<double> e = ExpectedTokens(m, 5);
+  EXPECT_NEAR(e[5], 1 + 4 * 0.5, 1e-12);
+}
+
+TEST(BestBudget, ChainOnLinearCostMatchesClosedForm) {
+  AcceptanceModel m;
+  m.rank_p = {0.8};
+  const int max_b = 64;
+  const std::vector<double> cost = ExpandCostCurve(Linear(1.0, 0.1, max_b));
+  // Closed form: E(B) = (1 - 0.8^B) / 0.2, c(B) = 1 + 0.1 (B - 1).
+  int want = 1;
+  double best = 0;
+  for (int b = 1; b <= max_b; ++b) {
+    const double rate = (1 - std::pow(0.8, b)) / 0.2 / (1 + 0.1 * (b - 1));
+    if (rate > best) best = rate, want = b;
+  }
+  EXPECT_GT(want, 1);
+  EXPECT_EQ(BestBudget(ExpectedTokens(m, max_b), cost), want);
+}
+
+TEST(BestBudget, FlatCostUntilAKneePicksTheKnee) {
+  // Memory-bound up to 32 nodes, then steeply compute-bound: the best tree fills the flat part.
+  std::vector<CostSample> c = {{1, 1.0}, {32, 1.0}, {64, 3.0}, {128, 6.0}};
+  AcceptanceModel m;
+  m.rank_p = {0.7, 0.2, 0.05};
+  EXPECT_EQ(BestBudget(ExpectedTokens(m, 128), ExpandCostCurve(c)), 32);
+}
+
+TEST(BestBudget, NothingAcceptedMeansPlain) {
+  AcceptanceModel m;
+  m.rank_p = {0.0, 0.0};
+  std::vector<CostSample> flat = {{1, 1.0}, {128, 1.0}};
+  EXPECT_EQ(BestBudget(ExpectedTokens(m, 128), ExpandCostCurve(flat)), 1);
+}
+
+TEST(EstimateAcceptance, ReadsPerRankAndPerDepthCounts) {
+  SpecStats s;
+  const int br = static_cast<int>(NodeSource::kBranch);
+  s.reached_rank[br][0] = 98;
+  s.accepted_rank[br][0] = 49;
+  s.reached_rank[br][1] = 48;
+  s.accepted_rank[br][1] = 5;
+  s.reached_depth[br][1] = 98;
+  s.accepted_depth[br][1] = 49;
+  s.reached_depth[br][2] = 48;
+  s.accepted_depth[br][2] = 5;
+  const AcceptanceModel m = EstimateAcceptance(s, 16);
+  ASSERT_EQ(m.rank_p.size(), 2u);
+  EXPECT_NEAR(m.rank_p[0], 0.49, 1e-12);  // 49 / (98 + 2 pseudo-misses)
+  EXPECT_NEAR(m.rank_p[1], 0.1, 1e-12);
+  ASSERT_EQ(m.depth_factor.size(), 3u);
+  EXPECT_NEAR(m.depth_factor[2], 0.1 / 0.49, 1e-12);
+}
+
+SpecStats Drafted(int64_t reached, int64_t accepted) {
+  SpecStats s;
+  const int br = static_cast<int>(NodeSource::kBranch);
+  s.cycles = reached;
+  s.drafted[br] = reached;
+  s.reached[br] = s.reached_rank[br][0] = s.reached_depth[br][1] = reached;
+  s.accepted[br] = s.accepted_rank[br][0] = s.accepted_depth[br][1] = accepted;
+  return s;
+}
+
+TEST(BudgetChooser, FallsBackToPlainAndProbesRarely) {
+  // Compute-bound: c(B) = B. No tree can beat plain decoding.
+  BudgetChooserOptions opt;
+  opt.probe_every = 4;
+  opt.max_probe_every = 16;
+  BudgetChooser linear({{1, 1.0}, {64, 64.0}}, opt);
+  EXPECT_EQ(linear.probe_budget(), 2);
+  EXPECT_EQ(linear(SpecStats{}), 2);  // nothing drafted yet: one cheap exploration cycle
+  const SpecStats none_accepted = Drafted(50, 0);
+  int non_plain = 0;
+  for (int i = 0; i < 200; ++i) non_plain += linear(none_accepted) != 1;
+  // Probes after 4, 8, 16, 16, ... calls at budget 1: about 200/16 of them.
+  EXPECT_GE(non_plain, 10);
+  EXPECT_LE(non_plain, 16);
+}
+
+TEST(BudgetChooser, UsesTreesWhenTheyPay) {
+  BudgetChooser choose({{1, 1.0}, {16, 1.0}, {128, 8.0}});
+  EXPECT_EQ(choose(Drafted(1000, 700)), 16);  // chain with p ~ 0.7 on a flat curve up to 16
+  EXPECT_EQ(choose.chosen()[16], 1);
+}
+
+}  // namespace
+}  // namespace goose
