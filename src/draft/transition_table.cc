@@ -172,6 +172,11 @@ bool TransitionTable::HasSuccessors(int32_t tok, int32_t prev) const {
   return ids != nullptr && std::any_of(ids, ids + k_, [](int32_t id) { return id >= 0; });
 }
 
+bool TransitionTable::HasBigram(int32_t tok, int32_t prev) const {
+  return use_bigram_ && tok >= 0 && tok < n_vocab_ && prev >= 0 && prev < n_vocab_ &&
+         FindSlot(BigramKey(prev, tok)) != kNoSlot;
+}
+
 bool TransitionTable::Observed(int32_t tok) const {
   return tok >= 0 && tok < n_vocab_ && observed_[tok] != 0;
 }

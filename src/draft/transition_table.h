@@ -48,6 +48,8 @@ class TransitionTable {
                std::span<const float> scores);
   std::vector<Candidate> Successors(int32_t tok, int32_t prev) const;
   bool HasSuccessors(int32_t tok, int32_t prev) const;
+  // True if the bigram tier holds (prev, tok).
+  bool HasBigram(int32_t tok, int32_t prev) const;
   bool Observed(int32_t tok) const;
   // Raw unigram row (K entries; all zero ids/scores if never harvested).
   std::span<const int32_t> UnigramIds(int32_t tok) const;

@@ -1,5 +1,6 @@
 #include "engine/acceptance_tracker.h"
 
+#include <algorithm>
 #include <vector>
 
 namespace goose {
@@ -31,7 +32,7 @@ void AcceptanceTracker::Update(const DraftTree& tree, const AcceptResult& result
     } else if (tree.source[i] == NodeSource::kBranch) {
       const int s = has_spine_child[tree.parents[i]];
       const int b = EdgeAcceptance::ScoreBin(tree.score[i]);
-      const int tier = tree.rank[i] >= kTier1Rank ? 1 : 0;
+      const int tier = std::min<int>(tree.tier[i], EdgeAcceptance::kTiers - 1);
       ++branch_reached_[s][tier][b];
       branch_accepted_[s][tier][b] += on_path[i];
     }
@@ -51,7 +52,7 @@ void AcceptanceTracker::Recompute() {
     }
   }
   for (int s = 0; s < 2; ++s) {
-    for (int t = 0; t < 2; ++t) {
+    for (int t = 0; t < EdgeAcceptance::kTiers; ++t) {
       for (int b = 0; b < kBins; ++b) {
         const double prior = kBranchPriorScale * (b + 0.5) / kBins;
         model_.branch[s][t][b] = (branch_accepted_[s][t][b] + kPriorWeight * prior) /

@@ -25,8 +25,8 @@ class AcceptanceTracker {
   static constexpr int kBins = EdgeAcceptance::kScoreBins;
   int64_t spine_reached_[2][kD + 1] = {};
   int64_t spine_accepted_[2][kD + 1] = {};
-  int64_t branch_reached_[2][2][kBins] = {};
-  int64_t branch_accepted_[2][2][kBins] = {};
+  int64_t branch_reached_[2][EdgeAcceptance::kTiers][kBins] = {};
+  int64_t branch_accepted_[2][EdgeAcceptance::kTiers][kBins] = {};
   EdgeAcceptance model_;
 };
 

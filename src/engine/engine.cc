@@ -257,14 +257,7 @@ StatusOr<GenerateResult> Engine::Generate(std::span<const int32_t> prompt,
         break;
       }
     }
-    if (tree.size() > room) {  // parents come first, so any prefix is a valid tree
-      tree.tokens.resize(room);
-      tree.parents.resize(room);
-      tree.depth.resize(room);
-      tree.source.resize(room);
-      tree.rank.resize(room);
-      tree.score.resize(room);
-    }
+    tree.Truncate(room);
     if (tree.size() == 1) root_row_has_prev = true;
 
     // --- the model scores the tree ---

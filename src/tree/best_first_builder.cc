@@ -21,6 +21,7 @@ struct Candidate2 {
   int rank;
   float score;
   int spine_index;  // for spine candidates: index into the spine (0-based), else -1
+  int tier = 0;
 };
 
 struct Lower {
@@ -53,23 +54,24 @@ DraftTree BuildBestFirstTree(int32_t anchor, int32_t anchor_prev, std::span<cons
                  1.0f, spine_pos[v]});
     }
     const int32_t prev = v == 0 ? anchor_prev : tree.tokens[tree.parents[v]];
+    const bool bigram = table.HasBigram(tree.tokens[v], prev);
     const std::vector<Candidate> primary = table.Successors(tree.tokens[v], prev);
     const std::vector<Candidate> unigram =
-        prev >= 0 ? table.Successors(tree.tokens[v], -1) : std::vector<Candidate>();
+        bigram ? table.Successors(tree.tokens[v], -1) : std::vector<Candidate>();
     const int sibling = spine_next >= 0 ? 1 : 0;
-    auto push = [&](const Candidate& c, int tier, int rank) {
+    auto push = [&](const Candidate& c, int tier, int pos) {
       const double q = model.branch[sibling][tier][EdgeAcceptance::ScoreBin(c.score)];
-      heap.push({value[v] * q, seq++, v, c.token, NodeSource::kBranch, rank, c.score, -1});
+      heap.push({value[v] * q, seq++, v, c.token, NodeSource::kBranch, pos, c.score, -1, tier});
     };
     for (size_t r = 0; r < primary.size(); ++r) {
-      if (primary[r].token != spine_next) push(primary[r], 0, static_cast<int>(r));
+      if (primary[r].token != spine_next) push(primary[r], bigram ? 0 : 2, static_cast<int>(r));
     }
     for (size_t r = 0; r < unigram.size(); ++r) {
       const int32_t t = unigram[r].token;
       if (t == spine_next) continue;
       bool seen = false;
       for (const Candidate& c : primary) seen |= c.token == t;
-      if (!seen) push(unigram[r], 1, kTier1Rank + static_cast<int>(r));
+      if (!seen) push(unigram[r], 1, static_cast<int>(r));
     }
   };
 
@@ -79,7 +81,7 @@ DraftTree BuildBestFirstTree(int32_t anchor, int32_t anchor_prev, std::span<cons
     heap.pop();
     if (!(c.value > 0.0)) break;
     if (tree.FindChild(c.parent, c.token) >= 0) continue;  // defensive: siblings stay distinct
-    const int v = tree.Add(c.token, c.parent, c.source, c.rank, c.score);
+    const int v = tree.Add(c.token, c.parent, c.source, c.rank, c.score, c.tier);
     value.push_back(c.value);
     spine_pos.push_back(c.spine_index >= 0 ? c.spine_index + 1 : -1);
     expand(v);

@@ -13,7 +13,8 @@
 // Candidates of a node: the next spine token (a spine node, or the root, continuing the match),
 // the table successors of the node's (parent, token) bigram, and the unigram row's other tokens
 // (minus the spine token; each token once).
-// Node order: best-first (parents before children); ties broken by creation order.
+// Node order: best-first (parents before children); ties broken by creation order. Branch
+// nodes carry rank = position in their list and tier = EdgeAcceptance's list tier.
 #pragma once
 
 #include <cstdint>
@@ -33,15 +34,13 @@ struct EdgeAcceptance {
   double spine[2][kMaxSpineDepth + 1];
   // branch[has_spine_sibling][tier][bin]: P(branch candidate accepted | parent reached), by table
   // score bin (score in [bin/10, (bin+1)/10)), split by whether the parent also drafts a spine
-  // child and by list tier (0 = Successors(tok, prev): the bigram list, or the unigram row when
-  // no bigram is known; 1 = unigram-row tokens missing from a known bigram list).
-  double branch[2][2][kScoreBins];
+  // child and by list tier: 0 = the (prev, tok) bigram list, 1 = unigram-row tokens missing
+  // from that bigram list, 2 = the unigram row when no bigram is known.
+  static constexpr int kTiers = 3;
+  double branch[2][kTiers][kScoreBins];
 
   static int ScoreBin(float score);
 };
-
-// Branch nodes from the unigram row (tier 1) carry rank kTier1Rank + their row position.
-constexpr int kTier1Rank = 16;
 
 struct BestFirstParams {
   int budget = 60;        // nodes incl. root

@@ -28,6 +28,18 @@ void DraftTree::Clear() {
   source.clear();
   rank.clear();
   score.clear();
+  tier.clear();
+}
+
+void DraftTree::Truncate(int n) {
+  if (n >= size()) return;
+  tokens.resize(n);
+  parents.resize(n);
+  depth.resize(n);
+  source.resize(n);
+  rank.resize(n);
+  score.resize(n);
+  tier.resize(n);
 }
 
 void DraftTree::Reset(int32_t anchor) {
@@ -38,9 +50,11 @@ void DraftTree::Reset(int32_t anchor) {
   source.push_back(NodeSource::kRoot);
   rank.push_back(0);
   score.push_back(1.0f);
+  tier.push_back(0);
 }
 
-int DraftTree::Add(int32_t token, int parent, NodeSource src, int node_rank, float node_score) {
+int DraftTree::Add(int32_t token, int parent, NodeSource src, int node_rank, float node_score,
+                   int node_tier) {
   // A bad parent is a builder bug, not user input.
   GOOSE_CHECK(parent >= 0 && parent < size());
   tokens.push_back(token);
@@ -49,6 +63,7 @@ int DraftTree::Add(int32_t token, int parent, NodeSource src, int node_rank, flo
   source.push_back(src);
   rank.push_back(node_rank);
   score.push_back(node_score);
+  tier.push_back(static_cast<uint8_t>(node_tier));
   return size() - 1;
 }
 
@@ -63,11 +78,12 @@ int DraftTree::FindChild(int node, int32_t token) const {
 std::string DraftTree::CheckInvariants() const {
   const size_t n = tokens.size();
   if (parents.size() != n || depth.size() != n || source.size() != n || rank.size() != n ||
-      score.size() != n) {
+      score.size() != n || tier.size() != n) {
     return "array sizes differ: tokens " + std::to_string(n) + ", parents " +
            std::to_string(parents.size()) + ", depth " + std::to_string(depth.size()) +
            ", source " + std::to_string(source.size()) + ", rank " +
-           std::to_string(rank.size()) + ", score " + std::to_string(score.size());
+           std::to_string(rank.size()) + ", score " + std::to_string(score.size()) + ", tier " +
+           std::to_string(tier.size());
   }
   if (n == 0) return "";  // Cleared tree.
   if (parents[0] != -1) return "node 0: parent " + std::to_string(parents[0]) + ", want -1";

@@ -21,13 +21,18 @@ struct DraftTree {
   std::vector<NodeSource> source;  // [n]
   std::vector<int32_t> rank;     // [n], position in the source's candidate list (0-based)
   std::vector<float> score;      // [n], table score the node was drafted with (1 for spine)
+  std::vector<uint8_t> tier;     // [n], which list of its source the node came from (builder-
+                                 // specific; the best-first builder's table tiers), else 0
 
   int size() const { return static_cast<int>(tokens.size()); }
   void Clear();
   // Starts a tree with the anchor as root.
   void Reset(int32_t anchor);
   // Appends a child of `parent`; returns its index. Does not check sibling distinctness.
-  int Add(int32_t token, int parent, NodeSource src, int rank = 0, float score = 1.0f);
+  int Add(int32_t token, int parent, NodeSource src, int rank = 0, float score = 1.0f,
+          int tier = 0);
+  // Keeps the first n nodes (parents come first, so the prefix is a valid tree).
+  void Truncate(int n);
   // Index of the child of `node` carrying `token`, or -1 (O(n); trees are small).
   int FindChild(int node, int32_t token) const;
   // Empty string if all invariants hold, else a description of the first violation.

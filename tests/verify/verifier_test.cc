@@ -24,6 +24,7 @@ struct TreeBuilder {
     t.depth.push_back(parent < 0 ? 0 : t.depth[parent] + 1);
     t.source.push_back(src);
     t.rank.push_back(rank);
+    t.tier.push_back(0);
     t.score.push_back(1.0f);
     return t.size() - 1;
   }
