@@ -52,14 +52,7 @@ std::vector<std::string> Split(const std::string& s) {
 
 int RunBenchCommand(const BenchFlags& f) {
   const auto t_start = std::chrono::steady_clock::now();
-  std::vector<SpecMethod> methods;
-  for (const std::string& m : Split(f.methods)) {
-    SpecMethod sm;
-    if (!ParseSpecMethod(m, &sm)) {
-      return Fail("--methods: unknown method '" + m + "' (none|pld|tr|balanced|sequoia|goose)");
-    }
-    methods.push_back(sm);
-  }
+  const std::vector<std::string> methods = Split(f.methods);
   std::vector<int> budgets;
   for (const std::string& b : Split(f.budgets)) {
     if (b == "auto") {
@@ -112,7 +105,9 @@ int RunBenchCommand(const BenchFlags& f) {
     opt.cost_model_cost = *curve;
   }
 
-  const std::vector<BenchConfig> configs = MakeConfigs(methods, budgets);
+  auto configs_or = MakeVariantConfigs(methods, budgets);
+  if (!configs_or.ok()) return Fail("--methods: " + configs_or.status().message());
+  const std::vector<BenchConfig>& configs = *configs_or;
   auto res = RunBench(model, &pool, sets, configs, opt);
   if (!res.ok()) return Fail(res.status().message());
   nlohmann::json j = *res;

@@ -21,7 +21,7 @@ namespace {
 
 struct GenerateFlags {
   std::string model, prompt, prompt_file, spec = "none", preset, tr_cache, budget = "0";
-  int n_predict = 128, n_ctx = 0, threads = 0, top_k = 40, branch_k = 3;
+  int n_predict = 128, n_ctx = 0, threads = 0, top_k = 40, branch_k = 0;
   float temp = 0.0f, top_p = 0.95f;
   uint64_t seed = 0;
   bool json = false, ignore_eos = false, no_bos = false, has_prompt = false, recalibrate = false;
@@ -29,8 +29,8 @@ struct GenerateFlags {
 
 int RunGenerate(const GenerateFlags& f) {
   GenerateParams params;
-  if (!ParseSpecMethod(f.spec, &params.spec.method)) {
-    return Fail("unknown --spec '" + f.spec + "' (none|pld|tr|balanced|sequoia|goose)");
+  if (Status st = ParseSpecVariant(f.spec, &params.spec); !st.ok()) {
+    return Fail("--spec: " + st.message());
   }
   if (!f.preset.empty() && f.preset != "paper") {
     return Fail("unknown --goose-preset '" + f.preset + "' (the only preset is 'paper')");
@@ -66,8 +66,8 @@ int RunGenerate(const GenerateFlags& f) {
     }
     params.spec.budget = static_cast<int>(b);
   }
-  params.spec.branch_k = f.branch_k;
-  params.spec.paper_preset = f.preset == "paper";
+  if (f.branch_k > 0) params.spec.branch_k = f.branch_k;
+  if (f.preset == "paper") params.spec.paper_preset = true;
 
   ThreadPool pool(f.threads > 0 ? f.threads : ThreadPool::DefaultThreads());
   Engine engine(model, f.n_ctx, &pool);
@@ -156,7 +156,8 @@ Runner AddGenerateCommand(CLI::App& app) {
   app.add_option("--top-k", f->top_k, "top-k (0 = off)")->check(CLI::Range(0, 1 << 24));
   app.add_option("--top-p", f->top_p, "top-p")->check(CLI::Range(0.0, 1.0));
   app.add_option("--seed", f->seed, "sampling seed");
-  app.add_option("--spec", f->spec, "none|pld|tr|balanced|sequoia|goose");
+  app.add_option("--spec", f->spec,
+                 "none|pld|tr|balanced|sequoia|goose, optionally +paper +keep +cold +k5 ...");
   app.add_option("--goose-preset", f->preset, "paper: the reference GOOSE defaults");
   app.add_option("--budget", f->budget,
                  "tree node budget incl. root (0 = method default, auto = cost-aware)");

@@ -112,6 +112,7 @@ json CellJson(const BenchConfig& c, const Cell& cell, const Cell& base,
               const std::vector<double>& model_cost, const std::vector<double>& proj_cost) {
   json j;
   j["method"] = SpecMethodName(c.method);
+  j["variant"] = c.variant.empty() ? SpecMethodName(c.method) : c.variant;
   j["budget"] = c.BudgetLabel();
   j["config"] = c.Label();
   j["prompts"] = cell.prompts;
@@ -156,28 +157,44 @@ std::string BenchConfig::BudgetLabel() const {
 }
 
 std::string BenchConfig::Label() const {
+  const std::string name = variant.empty() ? SpecMethodName(method) : variant;
   const std::string b = BudgetLabel();
-  return b == "default" ? SpecMethodName(method) : std::string(SpecMethodName(method)) + "@" + b;
+  return b == "default" ? name : name + "@" + b;
+}
+
+StatusOr<std::vector<BenchConfig>> MakeVariantConfigs(const std::vector<std::string>& variants,
+                                                      const std::vector<int>& budgets) {
+  std::vector<BenchConfig> out(1);  // none
+  out[0].variant = "none";
+  auto add = [&](const BenchConfig& c) {
+    for (const auto& o : out) {
+      if (o.variant == c.variant && o.budget == c.budget) return;
+    }
+    out.push_back(c);
+  };
+  for (const std::string& name : variants) {
+    BenchConfig c;
+    GOOSE_RETURN_IF_ERROR(ParseSpecVariant(name, &c.spec));
+    c.method = c.spec.method;
+    c.variant = name;
+    if (c.method == SpecMethod::kNone) continue;
+    if (c.method == SpecMethod::kPld || c.method == SpecMethod::kTr || budgets.empty()) {
+      add(c);
+      continue;
+    }
+    for (int b : budgets) {
+      c.budget = b;
+      add(c);
+    }
+  }
+  return out;
 }
 
 std::vector<BenchConfig> MakeConfigs(const std::vector<SpecMethod>& methods,
                                      const std::vector<int>& budgets) {
-  std::vector<BenchConfig> out = {{SpecMethod::kNone, 0}};
-  auto add = [&](BenchConfig c) {
-    for (const auto& o : out) {
-      if (o.method == c.method && o.budget == c.budget) return;
-    }
-    out.push_back(c);
-  };
-  for (SpecMethod m : methods) {
-    if (m == SpecMethod::kNone) continue;
-    if (m == SpecMethod::kPld || m == SpecMethod::kTr || budgets.empty()) {
-      add({m, 0});
-      continue;
-    }
-    for (int b : budgets) add({m, b});
-  }
-  return out;
+  std::vector<std::string> names;
+  for (SpecMethod m : methods) names.push_back(SpecMethodName(m));
+  return MakeVariantConfigs(names, budgets).value();  // plain method names always parse
 }
 
 int FirstMismatch(const std::vector<int32_t>& baseline, const std::vector<int32_t>& got) {
@@ -236,7 +253,7 @@ StatusOr<json> RunBench(const Model& model, ThreadPool* pool, const std::vector<
     gp.ignore_eos = opt.ignore_eos;
     gp.sampling.temp = opt.temp;
     gp.sampling.seed = opt.seed;
-    gp.spec.method = configs[c].method;
+    gp.spec = configs[c].spec;
     gp.spec.budget = configs[c].budget > 0 ? configs[c].budget : 0;
     if (configs[c].budget == kAutoBudget) {
       if (opt.model_cost.empty()) return Status::Error("--budget auto needs a cost curve");

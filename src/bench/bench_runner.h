@@ -36,6 +36,8 @@ constexpr int kAutoBudget = -1;
 struct BenchConfig {
   SpecMethod method = SpecMethod::kNone;
   int budget = 0;  // 0 = method default, kAutoBudget = auto
+  std::string variant;  // ParseSpecVariant name ("goose+paper"); empty = the plain method
+  SpecParams spec;      // the parsed variant (method == spec.method)
   std::string Label() const;        // "goose@32", "tr", "goose@auto"
   std::string BudgetLabel() const;  // "32", "auto", "default"
 };
@@ -43,6 +45,9 @@ struct BenchConfig {
 // none first, then the requested methods as described above (duplicates dropped).
 std::vector<BenchConfig> MakeConfigs(const std::vector<SpecMethod>& methods,
                                      const std::vector<int>& budgets);
+// The same from variant names (engine.h ParseSpecVariant: "goose+paper", "balanced+k5", ...).
+StatusOr<std::vector<BenchConfig>> MakeVariantConfigs(const std::vector<std::string>& variants,
+                                                      const std::vector<int>& budgets);
 
 // Index of the first differing token (or the shorter length if one is a prefix of the other);
 // -1 when equal.

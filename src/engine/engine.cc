@@ -63,6 +63,37 @@ const char* SpecMethodName(SpecMethod m) {
   return "?";
 }
 
+Status ParseSpecVariant(std::string_view name, SpecParams* out) {
+  SpecParams p;
+  size_t start = 0;
+  bool first = true;
+  while (start <= name.size()) {
+    const size_t end = std::min(name.find('+', start), name.size());
+    const std::string_view part = name.substr(start, end - start);
+    if (first) {
+      if (!ParseSpecMethod(part, &p.method)) {
+        return Status::Error("unknown method '" + std::string(part) +
+                             "' (none|pld|tr|balanced|sequoia|goose)");
+      }
+      first = false;
+    } else if (part == "paper" && p.method == SpecMethod::kGoose) {
+      p.paper_preset = true;
+    } else if (part == "keep" || part == "cold") {
+      p.keep_table = part == "keep" ? 1 : 0;
+    } else if ((part == "k3" || part == "k5") && p.method == SpecMethod::kBalanced) {
+      p.branch_k = part == "k3" ? 3 : 5;
+    } else if (part == "noextras" && p.method == SpecMethod::kGoose) {
+      p.unigram_extras = false;
+    } else {
+      return Status::Error("unknown modifier '" + std::string(part) + "' in '" +
+                           std::string(name) + "' (paper, keep, cold, k3, k5, noextras)");
+    }
+    start = end + 1;
+  }
+  *out = p;
+  return Status::Ok();
+}
+
 int DefaultBudget(SpecMethod m) {
   switch (m) {
     case SpecMethod::kNone:
@@ -235,6 +266,7 @@ StatusOr<GenerateResult> Engine::Generate(std::span<const int32_t> prompt,
           if (!spine.tokens.empty() || table->HasSuccessors(anchor, anchor_prev)) {
             BestFirstParams bf;
             bf.budget = budget;
+            bf.unigram_extras = spec.unigram_extras;
             bf.spine_class = spine.consensus ? 0 : 1;
             spine_class = bf.spine_class;
             tree = BuildBestFirstTree(anchor, anchor_prev, spine.tokens,

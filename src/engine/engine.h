@@ -36,6 +36,12 @@ namespace goose {
 enum class SpecMethod { kNone, kPld, kTr, kBalanced, kSequoia, kGoose };
 bool ParseSpecMethod(std::string_view name, SpecMethod* out);
 const char* SpecMethodName(SpecMethod m);
+struct SpecParams;
+// A method with modifiers, for ablations and baselines by name: METHOD[+MOD...], MOD one of
+// paper (GOOSE reference preset), keep / cold (tables kept across requests or reset),
+// k3 / k5 (balanced branching), noextras (tuned GOOSE without unigram-row extra candidates).
+// E.g. "goose+paper+keep", "balanced+k5", "goose+cold". Leaves the budget alone.
+Status ParseSpecVariant(std::string_view name, SpecParams* out);
 
 struct SpecParams {
   SpecMethod method = SpecMethod::kNone;
@@ -45,6 +51,8 @@ struct SpecParams {
   // Keep transition tables across requests (hot start). -1 = method default (TR and tuned GOOSE
   // keep; paper GOOSE, balanced and Sequoia reset per request, as their references).
   int keep_table = -1;
+  // Tuned GOOSE: also draft unigram-row tokens missing from a known bigram list.
+  bool unigram_extras = true;
   // Cost-aware budget (--budget auto): if set, called before every cycle with the statistics
   // measured so far for this method (across requests) and returns the node budget to use.
   std::function<int(const SpecStats& history)> choose_budget;

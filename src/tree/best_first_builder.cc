@@ -57,7 +57,8 @@ DraftTree BuildBestFirstTree(int32_t anchor, int32_t anchor_prev, std::span<cons
     const bool bigram = table.HasBigram(tree.tokens[v], prev);
     const std::vector<Candidate> primary = table.Successors(tree.tokens[v], prev);
     const std::vector<Candidate> unigram =
-        bigram ? table.Successors(tree.tokens[v], -1) : std::vector<Candidate>();
+        bigram && params.unigram_extras ? table.Successors(tree.tokens[v], -1)
+                                        : std::vector<Candidate>();
     const int sibling = spine_next >= 0 ? 1 : 0;
     auto push = [&](const Candidate& c, int tier, int pos) {
       const double q = model.branch[sibling][tier][EdgeAcceptance::ScoreBin(c.score)];

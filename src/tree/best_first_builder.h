@@ -46,6 +46,7 @@ struct BestFirstParams {
   int budget = 60;        // nodes incl. root
   int max_depth = 64;     // deepest node depth
   int spine_class = 1;    // EdgeAcceptance class of this cycle's match
+  bool unigram_extras = true;  // draft tier-1 candidates (unigram tokens missing from the bigram)
 };
 
 // `values` (optional) receives each node's value (root = 1), in node order.
