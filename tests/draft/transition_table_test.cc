@@ -264,3 +264,24 @@ TEST(TransitionTableTest, LoadRejectsCorruptFilesAndKeepsTable) {
 
 }  // namespace
 }  // namespace goose
+
+namespace goose {
+namespace {
+
+TEST(TransitionTableBigram, HasBigramOnlyForHarvestedPairs) {
+  TransitionTable t(16, 4);
+  const std::vector<int32_t> ids = {1, 2, 3, 4};
+  const std::vector<float> scores = {0.4f, 0.3f, 0.2f, 0.1f};
+  t.Harvest(/*prev=*/5, /*tok=*/7, ids, scores);
+  EXPECT_TRUE(t.HasBigram(7, 5));
+  EXPECT_FALSE(t.HasBigram(7, 6));
+  EXPECT_FALSE(t.HasBigram(5, 7));
+  EXPECT_FALSE(t.HasBigram(7, -1));
+  TransitionTable unigram_only(16, 4, 16, /*use_bigram=*/false);
+  unigram_only.Harvest(5, 7, ids, scores);
+  EXPECT_FALSE(unigram_only.HasBigram(7, 5));
+  EXPECT_TRUE(unigram_only.Observed(7));
+}
+
+}  // namespace
+}  // namespace goose

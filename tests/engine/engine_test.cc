@@ -166,3 +166,30 @@ TEST(Engine, TableSavedAndLoadedGivesSameDrafts) {
 
 }  // namespace
 }  // namespace goose
+
+namespace goose {
+namespace {
+
+TEST(SpecVariant, ParsesMethodsAndModifiers) {
+  SpecParams p;
+  ASSERT_TRUE(ParseSpecVariant("goose+paper+keep", &p).ok());
+  EXPECT_EQ(p.method, SpecMethod::kGoose);
+  EXPECT_TRUE(p.paper_preset);
+  EXPECT_EQ(p.keep_table, 1);
+  ASSERT_TRUE(ParseSpecVariant("balanced+k5+cold", &p).ok());
+  EXPECT_EQ(p.method, SpecMethod::kBalanced);
+  EXPECT_EQ(p.branch_k, 5);
+  EXPECT_EQ(p.keep_table, 0);
+  EXPECT_FALSE(p.paper_preset);
+  ASSERT_TRUE(ParseSpecVariant("goose+noextras", &p).ok());
+  EXPECT_FALSE(p.unigram_extras);
+  EXPECT_FALSE(ParseSpecVariant("nope", &p).ok());
+  EXPECT_FALSE(ParseSpecVariant("tr+paper", &p).ok());  // paper applies to goose only
+  EXPECT_FALSE(ParseSpecVariant("goose+", &p).ok());
+  const Status st = ParseSpecVariant("goose+fast", &p);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("fast"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace goose
