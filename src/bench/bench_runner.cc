@@ -238,7 +238,10 @@ StatusOr<json> RunBench(const Model& model, ThreadPool* pool, const std::vector<
       ++total_prompts;
     }
   }
-  const int n_ctx = std::min(model_ctx, longest + opt.max_tokens + 1);
+  // Room for the largest draft tree past the last token: a cache cut at exactly prompt +
+  // max_tokens would truncate the final cycles' trees and understate MAT.
+  constexpr int kTreeHeadroom = 128;
+  const int n_ctx = std::min(model_ctx, longest + opt.max_tokens + 1 + kTreeHeadroom);
 
   const std::vector<double> model_cost = ExpandCostCurve(ToCostSamples(opt.model_cost));
   const std::vector<double> proj_cost = ExpandCostCurve(ToCostSamples(opt.cost_model_cost));
