@@ -125,6 +125,114 @@ TransitionTable* Engine::table(SpecMethod m) {
   return t.get();
 }
 
+struct Engine::Request {
+  const GenerateParams& params;
+  SpecMethod method;
+  bool tuned_goose;
+  TransitionTable* table;  // nullptr for none / pld
+  Sampler sampler;
+  ContextMatcher matcher;  // pool = prompt + committed tokens (PLD and GOOSE only)
+  int32_t anchor = -1;     // last committed token, not yet in the KV cache
+  int32_t anchor_prev = -1;
+  double spine_ema = 0.5;  // paper GOOSE's spine-acceptance EMA (§1.8)
+  SpecStats stats;
+  std::vector<int32_t> topk_ids;
+  std::vector<float> topk_scores;
+
+  bool UsesMatcher() const { return method == SpecMethod::kPld || method == SpecMethod::kGoose; }
+  void Harvest(const float* logits, int n_vocab, int32_t prev, int32_t token) {
+    TopK(logits, n_vocab, kTableK, topk_ids.data(), topk_scores.data());
+    table->Harvest(prev, token, topk_ids, topk_scores);
+  }
+};
+
+Engine::Draft Engine::ProposeTree(Request& r, int budget) {
+  Draft d;
+  d.tree.Reset(r.anchor);
+  const TransitionTable* table = r.table;
+  const SpecParams& spec = r.params.spec;
+  // A chosen budget of 1 means "a plain step pays best": no method drafts then.
+  const SpecMethod method = spec.choose_budget && budget == 1 ? SpecMethod::kNone : r.method;
+  switch (method) {
+    case SpecMethod::kNone:
+      break;
+    case SpecMethod::kPld:
+      d.tree = BuildChain(r.anchor, r.matcher.ProposePld(3, 1, 10), budget);
+      break;
+    case SpecMethod::kTr:
+      d.tree = BuildTrTree(r.anchor, *table);
+      if (spec.budget > 0) d.tree.Truncate(budget);  // an explicit budget cuts the template
+      d.root_row_has_prev = false;
+      break;
+    case SpecMethod::kBalanced:
+      if (table->HasSuccessors(r.anchor, r.anchor_prev)) {
+        BalancedParams bp;
+        bp.budget = budget;
+        bp.k = spec.branch_k;
+        d.tree = BuildBalancedTree(r.anchor, r.anchor_prev, *table, bp);
+        d.root_row_has_prev = false;
+      }
+      break;
+    case SpecMethod::kSequoia:
+      if (table->HasSuccessors(r.anchor, r.anchor_prev)) {
+        // Re-solve the DP as the measured per-rank acceptance moves (every 16 cycles).
+        const SpecStats& history = method_stats_[static_cast<int>(SpecMethod::kSequoia)];
+        const int64_t seen = history.cycles + r.stats.cycles;
+        if (sequoia_shape_cycles_ < 0 || seen - sequoia_shape_cycles_ >= 16 ||
+            sequoia_budget_ != budget) {
+          SpecStats merged = history;
+          merged.Merge(r.stats);
+          sequoia_shape_ = SequoiaDp(SequoiaAcceptance(merged), budget, 6);
+          sequoia_shape_cycles_ = seen;
+          sequoia_budget_ = budget;
+        }
+        d.tree = BuildFromTemplate(r.anchor, r.anchor_prev, sequoia_shape_, *table, 0.0f);
+        d.root_row_has_prev = false;
+      }
+      break;
+    case SpecMethod::kGoose:
+      if (r.tuned_goose) {
+        // Best-first tree over measured acceptance (tree/best_first_builder.h).
+        const ContextMatcher::Spine spine = r.matcher.ProposeSpine();
+        if (!spine.tokens.empty() || table->HasSuccessors(r.anchor, r.anchor_prev)) {
+          BestFirstParams bf;
+          bf.budget = budget;
+          bf.unigram_extras = spec.unigram_extras;
+          bf.spine_class = spine.consensus ? 0 : 1;
+          d.tree = BuildBestFirstTree(r.anchor, r.anchor_prev, spine.tokens,
+                                      goose_acceptance_.model(), *table, bf);
+          d.root_row_has_prev = false;
+          d.spine_class = bf.spine_class;
+        }
+      } else if (table->HasSuccessors(r.anchor, r.anchor_prev)) {
+        // §1.6 routing: tree route when the table knows the anchor, else chain, else AR.
+        const ContextMatcher::Spine spine = r.matcher.ProposeSpine();
+        GooseParams goose;
+        goose.base_budget = budget;
+        d.tree = BuildSpineTree(r.anchor, r.anchor_prev, spine.tokens, spine.confidence,
+                                r.spine_ema, *table, goose);
+        d.root_row_has_prev = false;
+      } else {
+        const ContextMatch m = r.matcher.Propose();
+        d.tree = BuildChain(r.anchor, m.tokens, 1 + static_cast<int>(m.tokens.size()));
+      }
+      break;
+  }
+  if (d.tree.size() == 1) d.root_row_has_prev = true;  // a plain step
+  return d;
+}
+
+// Every evaluated row, rejected nodes included, in node order (so the last occurrence of a token
+// wins); a row's bigram predecessor is its tree parent (conventions 5 and 7).
+void Engine::HarvestRows(Request& r, const DraftTree& tree, bool root_row_has_prev) {
+  const int n_vocab = model_.config().n_vocab;
+  for (int i = 0; i < tree.size(); ++i) {
+    const int32_t prev =
+        i > 0 ? tree.tokens[tree.parents[i]] : (root_row_has_prev ? r.anchor_prev : -1);
+    r.Harvest(ctx_->logits(i), n_vocab, prev, tree.tokens[i]);
+  }
+}
+
 StatusOr<GenerateResult> Engine::Generate(std::span<const int32_t> prompt,
                                           const GenerateParams& params,
                                           const TokenCallback& on_tokens) {
@@ -136,210 +244,99 @@ StatusOr<GenerateResult> Engine::Generate(std::span<const int32_t> prompt,
                                      n_vocab - 1));
     }
   }
-  if (static_cast<int>(prompt.size()) >= ctx_->n_ctx()) {
-    return Status::Error(StrFormat("prompt has %zu tokens but the context holds %d (raise -c)",
-                                   prompt.size(), ctx_->n_ctx()));
+  const int n_prompt = static_cast<int>(prompt.size());
+  if (n_prompt >= ctx_->n_ctx()) {
+    return Status::Error(StrFormat("prompt has %d tokens but the context holds %d (raise -c)",
+                                   n_prompt, ctx_->n_ctx()));
   }
   if (params.n_predict <= 0) return GenerateResult{};
 
   const SpecParams& spec = params.spec;
   const SpecMethod method = spec.method;
-  int budget = spec.budget > 0 ? spec.budget : DefaultBudget(method);
-  const bool tuned_goose = method == SpecMethod::kGoose && !spec.paper_preset;
-  const bool keep_table =
-      spec.keep_table >= 0 ? spec.keep_table != 0
-                           : (method == SpecMethod::kTr || tuned_goose);
-  TransitionTable* table = this->table(method);
-  if (table && !keep_table) table->Clear();
-
-  const Sampler sampler(params.sampling);
+  Request r{params, method, method == SpecMethod::kGoose && !spec.paper_preset, table(method),
+            Sampler(params.sampling)};
+  r.topk_ids.resize(kTableK);
+  r.topk_scores.resize(kTableK);
+  const bool keep_table = spec.keep_table >= 0 ? spec.keep_table != 0
+                                               : (method == SpecMethod::kTr || r.tuned_goose);
+  if (r.table && !keep_table) r.table->Clear();
   const Tokenizer& tok = model_.tokenizer();
   auto is_stop = [&](int32_t t) { return !params.ignore_eos && tok.IsEog(t); };
 
-  GenerateResult result;
-  SpecStats& stats = result.stats;
-  std::vector<int32_t> ids(kTableK);
-  std::vector<float> scores(kTableK);
-  auto harvest_row = [&](const float* logits, int32_t prev, int32_t token) {
-    TopK(logits, n_vocab, kTableK, ids.data(), scores.data());
-    table->Harvest(prev, token, ids, scores);
-  };
-
   // Prefill: one chain pass over the prompt; its last row gives generated token 1.
+  GenerateResult result;
   auto t0 = std::chrono::steady_clock::now();
   ctx_->Truncate(0);
   GOOSE_RETURN_IF_ERROR(ctx_->ForwardChain(prompt));
-  const int n_prompt = static_cast<int>(prompt.size());
-  if (table) {
+  if (r.table) {
     // Convention 4: GOOSE-family tables harvest every prompt row, TR only the last one.
-    const int first = method == SpecMethod::kTr ? n_prompt - 1 : 0;
-    for (int i = first; i < n_prompt; ++i) {
-      harvest_row(ctx_->logits(i), i > 0 ? prompt[i - 1] : -1, prompt[i]);
+    for (int i = method == SpecMethod::kTr ? n_prompt - 1 : 0; i < n_prompt; ++i) {
+      r.Harvest(ctx_->logits(i), n_vocab, i > 0 ? prompt[i - 1] : -1, prompt[i]);
     }
   }
-  const int32_t first_token = sampler.Sample(ctx_->logits(n_prompt - 1), n_vocab, n_prompt);
-  {
-    std::vector<int32_t> all(n_prompt);
-    for (int i = 0; i < n_prompt; ++i) all[i] = i;
-    ctx_->KeepPath(all);
-  }
+  const int32_t first = r.sampler.Sample(ctx_->logits(n_prompt - 1), n_vocab, n_prompt);
+  ctx_->KeepAll();
   result.prefill_seconds = Seconds(t0);
   t0 = std::chrono::steady_clock::now();
 
-  ContextMatcher matcher;
-  if (method == SpecMethod::kPld || method == SpecMethod::kGoose) {
-    matcher.Append(prompt);
-    matcher.Append(first_token);
+  if (r.UsesMatcher()) {
+    r.matcher.Append(prompt);
+    r.matcher.Append(first);
   }
   std::vector<int32_t>& out = result.tokens;
-  out.push_back(first_token);
-  bool stopped = is_stop(first_token);
-  if (on_tokens && !on_tokens(std::span<const int32_t>(&first_token, 1))) stopped = true;
+  out.push_back(first);
+  bool stopped = is_stop(first);
+  if (on_tokens && !on_tokens(std::span<const int32_t>(&first, 1))) stopped = true;
+  r.anchor = first;
+  r.anchor_prev = prompt.back();
+  const SpecStats& history = method_stats_[static_cast<int>(method)];
 
-  int32_t anchor = first_token;
-  int32_t anchor_prev = prompt.back();
-  double spine_ema = 0.5;  // §1.8
-  const SpecStats& method_history = method_stats_[static_cast<int>(method)];
-  GooseParams goose;
-  goose.base_budget = budget;
-
-  DraftTree tree;
   while (!stopped && static_cast<int>(out.size()) < params.n_predict) {
     const int n_past = ctx_->n_past();
-    const int room = ctx_->n_ctx() - n_past;
-    if (room < 1) {
+    if (n_past >= ctx_->n_ctx()) {
       result.hit_context_limit = true;
       break;
     }
-    // --- sources propose, a builder shapes the tree ---
-    bool root_row_has_prev = true;  // chain route and AR step: row 0's predecessor is known
-    int spine_class = -1;           // tuned GOOSE: match class of this cycle's spine
+    int budget = spec.budget > 0 ? spec.budget : DefaultBudget(method);
     if (spec.choose_budget) {
-      SpecStats history = method_history;
-      history.Merge(stats);
-      budget = std::clamp(spec.choose_budget(history), 1, 128);
-      goose.base_budget = budget;
+      SpecStats seen = history;
+      seen.Merge(r.stats);
+      budget = std::clamp(spec.choose_budget(seen), 1, 128);
     }
-    tree.Reset(anchor);
-    // A chosen budget of 1 means "a plain step pays best": no method may draft then.
-    const SpecMethod cycle_method = spec.choose_budget && budget == 1 ? SpecMethod::kNone : method;
-    switch (cycle_method) {
-      case SpecMethod::kNone:
-        break;
-      case SpecMethod::kPld: {
-        const std::vector<int32_t> s = matcher.ProposePld(3, 1, 10);
-        tree = BuildChain(anchor, s, budget);
-        break;
-      }
-      case SpecMethod::kTr:
-        tree = BuildTrTree(anchor, *table);
-        root_row_has_prev = false;
-        break;
-      case SpecMethod::kBalanced:
-        if (table->HasSuccessors(anchor, anchor_prev)) {
-          BalancedParams bp;
-          bp.budget = budget;
-          bp.k = spec.branch_k;
-          tree = BuildBalancedTree(anchor, anchor_prev, *table, bp);
-          root_row_has_prev = false;
-        }
-        break;
-      case SpecMethod::kSequoia:
-        if (table->HasSuccessors(anchor, anchor_prev)) {
-          // Re-solve the DP as the measured per-rank acceptance moves (every 16 cycles).
-          const int64_t seen = method_history.cycles + stats.cycles;
-          if (sequoia_shape_cycles_ < 0 || seen - sequoia_shape_cycles_ >= 16 ||
-              static_cast<int>(sequoia_shape_.paths.size()) + 1 != budget) {
-            SpecStats merged = method_history;
-            merged.Merge(stats);
-            sequoia_shape_ = SequoiaDp(SequoiaAcceptance(merged), budget, 6);
-            sequoia_shape_cycles_ = seen;
-          }
-          tree = BuildFromTemplate(anchor, anchor_prev, sequoia_shape_, *table, 0.0f);
-          root_row_has_prev = false;
-        }
-        break;
-      case SpecMethod::kGoose: {
-        if (tuned_goose) {
-          // Best-first tree over measured acceptance (tree/best_first_builder.h).
-          const ContextMatcher::Spine spine = matcher.ProposeSpine();
-          if (!spine.tokens.empty() || table->HasSuccessors(anchor, anchor_prev)) {
-            BestFirstParams bf;
-            bf.budget = budget;
-            bf.unigram_extras = spec.unigram_extras;
-            bf.spine_class = spine.consensus ? 0 : 1;
-            spine_class = bf.spine_class;
-            tree = BuildBestFirstTree(anchor, anchor_prev, spine.tokens,
-                                      goose_acceptance_.model(), *table, bf);
-            root_row_has_prev = false;
-          }
-          break;
-        }
-        // §1.6 routing: tree route when the table knows the anchor, else chain, else AR.
-        if (table->HasSuccessors(anchor, anchor_prev)) {
-          const ContextMatcher::Spine spine = matcher.ProposeSpine();
-          tree = BuildSpineTree(anchor, anchor_prev, spine.tokens, spine.confidence, spine_ema,
-                                *table, goose);
-          root_row_has_prev = false;
-          if (tree.size() < 2) tree.Reset(anchor);
-        } else {
-          const ContextMatch m = matcher.Propose();
-          if (!m.tokens.empty()) tree = BuildChain(anchor, m.tokens, 1 + m.tokens.size());
-        }
-        break;
-      }
-    }
-    tree.Truncate(room);
-    if (tree.size() == 1) root_row_has_prev = true;
-
-    // --- the model scores the tree ---
+    // Sources propose, a builder shapes the tree ...
+    Draft d = ProposeTree(r, budget);
+    DraftTree& tree = d.tree;
+    tree.Truncate(ctx_->n_ctx() - n_past);
+    // ... the model scores it ...
     GOOSE_RETURN_IF_ERROR(ctx_->Forward(tree.tokens, tree.parents));
-
-    // --- the verifier accepts: sample each visited node at its own position ---
+    // ... the verifier accepts, sampling each visited node at its own position ...
     auto target = [&](int node) {
-      return sampler.Sample(ctx_->logits(node), n_vocab, n_past + tree.depth[node] + 1);
+      return r.sampler.Sample(ctx_->logits(node), n_vocab, n_past + tree.depth[node] + 1);
     };
     const AcceptResult acc = WalkTree(tree, target, is_stop);
-
-    // --- harvest every evaluated row (rejected nodes included), in node order ---
-    if (table) {
-      for (int i = 0; i < tree.size(); ++i) {
-        int32_t prev = -1;
-        if (i == 0) {
-          prev = root_row_has_prev ? anchor_prev : -1;
-        } else {
-          prev = tree.tokens[tree.parents[i]];
-        }
-        harvest_row(ctx_->logits(i), prev, tree.tokens[i]);
-      }
-    }
-
-    // --- the engine commits: KV keeps root + accepted path ---
-    std::vector<int32_t> keep;
-    keep.reserve(acc.path.size() + 1);
-    keep.push_back(0);
+    // ... and the engine commits: KV keeps the root and the accepted path.
+    if (r.table) HarvestRows(r, tree, d.root_row_has_prev);
+    std::vector<int32_t> keep = {0};
     keep.insert(keep.end(), acc.path.begin(), acc.path.end());
     ctx_->KeepPath(keep);
-    AccumulateStats(tree, acc, &stats);
 
-    if (spine_class >= 0) goose_acceptance_.Update(tree, acc, spine_class);
-    if (method == SpecMethod::kGoose && InferRoute(tree) == Route::kSpineTree) {
+    AccumulateStats(tree, acc, &r.stats);
+    if (d.spine_class >= 0) goose_acceptance_.Update(tree, acc, d.spine_class);
+    if (method == SpecMethod::kGoose && !r.tuned_goose && InferRoute(tree) == Route::kSpineTree) {
       int spine_nodes = 0, spine_accepted = 0;
       for (int i = 1; i < tree.size(); ++i) spine_nodes += tree.source[i] == NodeSource::kSpine;
       for (int32_t v : acc.path) spine_accepted += tree.source[v] == NodeSource::kSpine;
-      if (spine_nodes > 0) {
-        spine_ema = 0.3 * (static_cast<double>(spine_accepted) / spine_nodes) + 0.7 * spine_ema;
-      }
+      r.spine_ema = 0.3 * (static_cast<double>(spine_accepted) / spine_nodes) + 0.7 * r.spine_ema;
     }
 
     const size_t before = out.size();
     for (int32_t t : acc.tokens) {
-      if (static_cast<int>(out.size()) >= params.n_predict) break;
+      if (static_cast<int>(out.size()) >= params.n_predict) break;  // convention 2
       out.push_back(t);
     }
-    if (method == SpecMethod::kPld || method == SpecMethod::kGoose) matcher.Append(acc.tokens);
-    anchor_prev = acc.path.empty() ? anchor : tree.tokens[acc.path.back()];
-    anchor = acc.bonus;
+    if (r.UsesMatcher()) r.matcher.Append(acc.tokens);
+    r.anchor_prev = acc.path.empty() ? r.anchor : tree.tokens[acc.path.back()];
+    r.anchor = acc.bonus;
     stopped = acc.stopped;
     if (on_tokens && out.size() > before &&
         !on_tokens(std::span<const int32_t>(out.data() + before, out.size() - before))) {
@@ -347,8 +344,9 @@ StatusOr<GenerateResult> Engine::Generate(std::span<const int32_t> prompt,
     }
   }
   result.decode_seconds = Seconds(t0);
-  method_stats_[static_cast<int>(method)].Merge(stats);
-  total_.Merge(stats);
+  result.stats = r.stats;
+  method_stats_[static_cast<int>(method)].Merge(r.stats);
+  total_.Merge(r.stats);
   return result;
 }
 

@@ -45,7 +45,7 @@ Status ParseSpecVariant(std::string_view name, SpecParams* out);
 
 struct SpecParams {
   SpecMethod method = SpecMethod::kNone;
-  int budget = 0;              // node budget incl. root; 0 = the method's default
+  int budget = 0;  // node budget incl. root; 0 = the method's default. TR: cuts its template.
   int branch_k = 3;            // balanced: children per node
   bool paper_preset = false;   // GOOSE: reference defaults and conventions (§1.9, §9) exactly
   // Keep transition tables across requests (hot start). -1 = method default (TR and tuned GOOSE
@@ -93,18 +93,25 @@ class Engine {
   TransitionTable* table(SpecMethod m);
 
  private:
-  struct Request;
+  struct Request;   // per-request decoding state (engine.cc)
+  struct Draft {    // one cycle's tree and how to harvest/learn from it
+    DraftTree tree;
+    bool root_row_has_prev = true;  // chain route / plain step: row 0's predecessor is known
+    int spine_class = -1;           // tuned GOOSE: match class of the spine, else -1
+  };
+  Draft ProposeTree(Request& r, int budget);
+  void HarvestRows(Request& r, const DraftTree& tree, bool root_row_has_prev);
   const Model& model_;
   ThreadPool* pool_;
   std::unique_ptr<Context> ctx_;
   // One table per method, so interleaved methods never feed each other's drafts.
   std::unique_ptr<TransitionTable> tables_[6];
-  // Per-method statistics across requests: Sequoia's per-rank acceptance, tuned GOOSE's
-  // per-depth spine acceptance.
+  // Per-method statistics across requests (Sequoia's per-rank acceptance, the auto budget).
   SpecStats method_stats_[6];
   AcceptanceTracker goose_acceptance_;  // tuned GOOSE: per-edge acceptance across requests
   SequoiaShape sequoia_shape_;
   int64_t sequoia_shape_cycles_ = -1;
+  int sequoia_budget_ = 0;
   SpecStats total_;
 };
 
