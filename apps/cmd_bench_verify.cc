@@ -1,5 +1,9 @@
 // goose bench-verify: cost of one tree pass of N nodes after a prefix, next to plain decode
-// speed, the model's weight bytes and the machine's measured read bandwidth.
+// speed, the model's weight bytes, the machine's measured read bandwidth and the CPU's nominal
+// peak: per pass, achieved GB/s (weight bytes / pass time: weights are read once per pass) and
+// GFLOP/s (PassFlops / pass time), and for plain decode the share of time spent outside
+// MatMul (norms, RoPE, attention, threading overhead).
+#include <chrono>
 #include <cstdio>
 
 #include <nlohmann/json.hpp>
@@ -7,8 +11,45 @@
 #include "bench/verify_cost.h"
 #include "commands.h"
 #include "model/model.h"
+#include "ops/ops.h"
+#include "util/rng.h"
 
 namespace goose::cli {
+
+namespace {
+
+struct DecodeProfile {
+  double seconds_per_token = 0;
+  double matmul_share = 0;
+};
+
+// Plain one-token passes after `prefix` tokens, with MatMul's timer on.
+StatusOr<DecodeProfile> ProfileDecode(const Model& model, ThreadPool* pool, int prefix,
+                                      int tokens) {
+  Context ctx(model, prefix + tokens + 1, pool);
+  SplitMix64 rng(3);
+  const int n_vocab = model.config().n_vocab;
+  std::vector<int32_t> prompt(prefix);
+  for (int32_t& t : prompt) t = static_cast<int32_t>(rng.Below(n_vocab));
+  GOOSE_RETURN_IF_ERROR(ctx.ForwardChain(prompt));
+  ctx.KeepAll();
+  EnableMatMulTimer(true);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < tokens; ++i) {
+    const int32_t tok = static_cast<int32_t>(rng.Below(n_vocab));
+    GOOSE_RETURN_IF_ERROR(ctx.ForwardChain({&tok, 1}));
+    ctx.KeepAll();
+  }
+  const double total =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  DecodeProfile p;
+  p.seconds_per_token = total / tokens;
+  p.matmul_share = total > 0 ? MatMulSeconds() / total : 0;
+  EnableMatMulTimer(false);
+  return p;
+}
+
+}  // namespace
 
 Runner AddBenchVerifyCommand(CLI::App& app) {
   struct Flags {
@@ -37,36 +78,57 @@ Runner AddBenchVerifyCommand(CLI::App& app) {
     if (!f->json) std::fprintf(stderr, "measuring %zu tree sizes...\n", opt.nodes.size());
     auto curve = MeasureVerifyCost(**model, &pool, opt);
     if (!curve.ok()) return Fail(curve.status().message());
-    const double bw = MeasureReadBandwidth(&pool);
-    const uint64_t bytes = (*model)->weight_bytes();
+    // One-token passes for ~0.5 s of decoding, at least `reps` and at most 128 (so the
+    // context, and with it attention's cost, stays close to the prefix).
     double c1 = 0;
     for (const auto& p : *curve) {
       if (p.nodes == 1) c1 = p.seconds;
     }
-    const double decode_tps = c1 > 0 ? 1.0 / c1 : 0.0;
+    const int decode_tokens =
+        std::max(opt.reps, std::min(128, c1 > 0 ? static_cast<int>(0.5 / c1) : opt.reps));
+    auto decode = ProfileDecode(**model, &pool, opt.prefix, decode_tokens);
+    if (!decode.ok()) return Fail(decode.status().message());
+    const double bw = MeasureReadBandwidth(&pool);
+    const uint64_t bytes = (*model)->weight_bytes();
+    const LlamaConfig& cfg = (*model)->config();
+    const CpuPeak peak = EstimateCpuPeak(pool.size());
+    const double decode_tps = 1.0 / decode->seconds_per_token;
     if (f->json) {
       nlohmann::json j;
       j["model_bytes"] = bytes;
       j["bandwidth_gbps"] = bw;
       j["decode_tokens_per_second"] = decode_tps;
+      j["decode_matmul_share"] = decode->matmul_share;
+      j["peak_f32_gflops"] = peak.f32_gflops();
+      j["peak_int8_gops"] = peak.int8_gops();
       j["threads"] = pool.size();
       j["prefix"] = opt.prefix;
       nlohmann::json arr = nlohmann::json::array();
-      for (const auto& p : *curve) arr.push_back({{"nodes", p.nodes}, {"seconds", p.seconds}});
+      for (const auto& p : *curve) {
+        arr.push_back({{"nodes", p.nodes},
+                       {"seconds", p.seconds},
+                       {"gbps", bytes / p.seconds / 1e9},
+                       {"gflops", PassFlops(cfg, p.nodes, opt.prefix) / p.seconds / 1e9}});
+      }
       j["curve"] = arr;
       std::printf("%s\n", j.dump().c_str());
       return 0;
     }
     std::printf("model: %s\nweights: %.2f MB | read bandwidth: %.1f GB/s | threads: %d\n",
                 path.c_str(), bytes / 1e6, bw, pool.size());
-    if (c1 > 0) {
-      std::printf("plain decode: %.1f tok/s = %.1f GB/s of weights (%.0f%% of measured bandwidth)\n",
-                  decode_tps, bytes * decode_tps / 1e9, 100.0 * bytes * decode_tps / 1e9 / bw);
-    }
-    std::printf("%6s %12s %10s %12s\n", "nodes", "ms/pass", "c(N)/c(1)", "tokens/s");
+    std::printf("nominal peak (%d cores x %.2f GHz, %s; assumes 2 vector pipes/core): "
+                "%.0f GFLOP/s f32, %.0f GOP/s int8\n",
+                peak.cores, peak.ghz, peak.path, peak.f32_gflops(), peak.int8_gops());
+    std::printf("plain decode: %.1f tok/s = %.1f GB/s of weights (%.0f%% of measured "
+                "bandwidth); %.0f%% of decode time outside matmuls\n",
+                decode_tps, bytes * decode_tps / 1e9, 100.0 * bytes * decode_tps / 1e9 / bw,
+                100.0 * (1.0 - decode->matmul_share));
+    std::printf("%6s %12s %10s %12s %8s %9s\n", "nodes", "ms/pass", "c(N)/c(1)", "tokens/s",
+                "GB/s", "GFLOP/s");
     for (const auto& p : *curve) {
-      std::printf("%6d %12.3f %10.2f %12.1f\n", p.nodes, p.seconds * 1e3,
-                  c1 > 0 ? p.seconds / c1 : 0.0, p.nodes / p.seconds);
+      std::printf("%6d %12.3f %10.2f %12.1f %8.1f %9.1f\n", p.nodes, p.seconds * 1e3,
+                  c1 > 0 ? p.seconds / c1 : 0.0, p.nodes / p.seconds, bytes / p.seconds / 1e9,
+                  PassFlops(cfg, p.nodes, opt.prefix) / p.seconds / 1e9);
     }
     return 0;
   };

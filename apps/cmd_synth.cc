@@ -23,7 +23,7 @@ Runner AddSynthCommand(CLI::App& app) {
   app.add_option("--vocab-size", f->p.n_vocab, "pad the vocabulary to this many tokens")
       ->check(CLI::Range(0, 1 << 22));
   app.add_option("--vocab-from", f->p.vocab_from, "GGUF to copy the tokenizer from");
-  app.add_option("--dtype", f->dtype, "f32 | f16 | bf16 | q8_0");
+  app.add_option("--dtype", f->dtype, "f32 | f16 | bf16 | q8_0 | q4_0 | q5_0 | q4_k | q5_k | q6_k");
   app.add_option("--seed", f->p.seed, "weights seed");
   app.add_option("--ctx", f->p.context_length, "context length written to the file")
       ->check(CLI::Range(1, 1 << 20));

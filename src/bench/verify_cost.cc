@@ -2,8 +2,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <memory>
+#include <string>
+#include <thread>
+
+#include "ops/cpu_features.h"
 
 #include "util/rng.h"
 
@@ -93,6 +99,46 @@ double MeasureReadBandwidth(ThreadPool* pool, size_t bytes) {
   for (uint64_t s : sinks) sink = sink + s;
   (void)sink;
   return best;
+}
+
+double PassFlops(const LlamaConfig& c, int nodes, int prefix) {
+  const double q_dim = static_cast<double>(c.n_head) * c.head_dim;
+  const double kv_dim = static_cast<double>(c.n_head_kv) * c.head_dim;
+  const double per_layer = c.n_embd * (q_dim + 2 * kv_dim) + q_dim * c.n_embd +
+                           3.0 * c.n_embd * c.n_ff;
+  const double weights = per_layer * c.n_layer + static_cast<double>(c.n_vocab) * c.n_embd;
+  const double attention = 4.0 * c.n_layer * q_dim * (prefix + 1);  // QK and AV
+  return nodes * (2.0 * weights + attention);
+}
+
+CpuPeak EstimateCpuPeak(int threads) {
+  CpuPeak p;
+  const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  p.cores = std::max(1, std::min(threads, hw));
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  double mhz = 0;
+  while (std::getline(in, line)) {
+    if (line.rfind("cpu MHz", 0) != 0) continue;
+    const size_t colon = line.find(':');
+    if (colon != std::string::npos) mhz = std::max(mhz, std::atof(line.c_str() + colon + 1));
+  }
+  p.ghz = mhz / 1000.0;
+  const CpuLevel level = DetectCpuLevel();
+  if (level == CpuLevel::kAvx512) {
+    p.path = HasAvx512Vnni() ? "avx512-vnni" : "avx512";
+    p.f32_flop_per_cycle = 64;
+    p.int8_op_per_cycle = HasAvx512Vnni() ? 256 : 128;
+  } else if (level == CpuLevel::kAvx2) {
+    p.path = "avx2";
+    p.f32_flop_per_cycle = 32;
+    p.int8_op_per_cycle = 128;
+  } else {
+    p.path = "x86-64-v2";
+    p.f32_flop_per_cycle = 16;
+    p.int8_op_per_cycle = 32;
+  }
+  return p;
 }
 
 }  // namespace goose

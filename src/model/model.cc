@@ -45,7 +45,7 @@ class TensorReader {
   StatusOr<WeightMatrix> Matrix(const std::string& name, int64_t rows, int64_t cols) const {
     GOOSE_ASSIGN_OR_RETURN(const GgufTensorInfo* t, Find(name, {cols, rows}));
     if (!DTypeSupported(t->dtype)) {
-      return Error(name, StrFormat("has dtype %s, supported: f32, f16, bf16, q8_0",
+      return Error(name, StrFormat("has dtype %s, supported: f32, f16, bf16, q8_0, q4_0, q5_0, q4_k, q5_k, q6_k",
                                    std::string(GetDTypeInfo(t->dtype).name).c_str()));
     }
     if (cols % GetDTypeInfo(t->dtype).block_size != 0) {

@@ -29,6 +29,20 @@ CpuLevel ActiveCpuLevel() {
       std::min(static_cast<int>(DetectCpuLevel()), g_cap.load(std::memory_order_relaxed)));
 }
 
+bool HasAvx512Vnni() {
+  static const bool has = [] {
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512dq") &&
+           __builtin_cpu_supports("avx512vl");
+#else
+    return false;
+#endif
+  }();
+  return has;
+}
+
 void SetCpuLevelCap(CpuLevel cap) { g_cap.store(static_cast<int>(cap)); }
 
 const char* CpuLevelName(CpuLevel level) {

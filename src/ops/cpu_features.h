@@ -15,5 +15,7 @@ CpuLevel ActiveCpuLevel();
 // Limits the level kernels use (tests). Not thread-safe w.r.t. running kernels.
 void SetCpuLevelCap(CpuLevel cap);
 const char* CpuLevelName(CpuLevel level);
+// AVX-512 VNNI + BW + DQ + VL (the int8 dot-product kernels' widest path; see qmatmul.h).
+bool HasAvx512Vnni();
 
 }  // namespace goose

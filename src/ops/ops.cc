@@ -5,12 +5,16 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <vector>
 
 #include "ops/cpu_features.h"
+#include "ops/qmatmul.h"
+#include "ops/quant.h"
 #include "util/check.h"
 #include "util/fp16.h"
 
@@ -105,8 +109,9 @@ void ConvertRow(const Kernels& k, const WeightMatrix& w, int64_t row, float* out
     case DType::kQ8_0:
       k.q8_0(src, w.cols, F16Table(), out);
       return;
-    default:
-      GOOSE_CHECK(false && "unsupported weight dtype");
+    default:  // other quantized types: embedding rows only, the scalar reference is enough
+      DequantizeRow(w.dtype, src, w.cols, out);
+      return;
   }
 }
 
@@ -135,8 +140,39 @@ void MatMulRows(const Kernels& k, const WeightMatrix& w, const float* x, int n_t
 
 }  // namespace
 
+namespace {
+std::atomic<bool> g_timer_on{false};
+std::atomic<int64_t> g_timer_ns{0};
+
+void MatMulImpl(const WeightMatrix& w, const float* x, int n_tokens, float* out,
+                ThreadPool* pool);
+}  // namespace
+
+void EnableMatMulTimer(bool on) {
+  g_timer_ns.store(0);
+  g_timer_on.store(on);
+}
+
+double MatMulSeconds() { return static_cast<double>(g_timer_ns.load()) * 1e-9; }
+
 void MatMul(const WeightMatrix& w, const float* x, int n_tokens, float* out, ThreadPool* pool) {
+  if (!g_timer_on.load(std::memory_order_relaxed)) return MatMulImpl(w, x, n_tokens, out, pool);
+  const auto t0 = std::chrono::steady_clock::now();
+  MatMulImpl(w, x, n_tokens, out, pool);
+  g_timer_ns.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                           std::chrono::steady_clock::now() - t0)
+                           .count(),
+                       std::memory_order_relaxed);
+}
+
+namespace {
+void MatMulImpl(const WeightMatrix& w, const float* x, int n_tokens, float* out,
+                ThreadPool* pool) {
   if (n_tokens <= 0 || w.rows <= 0) return;
+  if (IsIntDotType(w.dtype)) {
+    QMatMul(w, x, n_tokens, out, pool, IntKernelFor(ActiveCpuLevel()));
+    return;
+  }
   const Kernels& k = Active();
   const int64_t work = w.rows * w.cols * n_tokens;
   if (pool == nullptr || pool->size() == 1 || work < kMinParallelWork) {
@@ -148,6 +184,7 @@ void MatMul(const WeightMatrix& w, const float* x, int n_tokens, float* out, Thr
     MatMulRows(k, w, x, n_tokens, out, r0, r1);
   });
 }
+}  // namespace
 
 void GetRow(const WeightMatrix& w, int64_t row, float* out) {
   GOOSE_CHECK(row >= 0 && row < w.rows);

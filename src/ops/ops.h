@@ -27,10 +27,16 @@ struct WeightMatrix {
 };
 
 // out[t, r] = sum_c W[r, c] * x[t, c] for t < n_tokens, r < W.rows.
-// x: [n_tokens, W.cols] f32; out: [n_tokens, W.rows] f32. Weight-stationary: blocks of 8 rows
-// are converted to f32 once and applied to every token. pool may be null; small products run
-// on the calling thread. W.dtype must be F32, F16, BF16 or Q8_0.
+// x: [n_tokens, W.cols] f32; out: [n_tokens, W.rows] f32. Weight-stationary: blocks of rows
+// are converted once and applied to every token. pool may be null; small products run on the
+// calling thread. F32/F16/BF16: rows converted to f32, Dot's order. Q8_0/Q4_0/Q4_K/Q5_K/Q6_K:
+// int8-quantized activations x integer levels with one fixed float order (qmatmul.h).
 void MatMul(const WeightMatrix& w, const float* x, int n_tokens, float* out, ThreadPool* pool);
+
+// Profiling (bench-verify's "share of time outside matmuls"): while enabled, MatMul adds its
+// wall time to a process-wide counter. Off by default (then it costs one relaxed load).
+void EnableMatMulTimer(bool on);
+double MatMulSeconds();  // accumulated since the last EnableMatMulTimer(true)
 
 // Row `row` of W converted to f32 (embedding lookup). out: [W.cols].
 void GetRow(const WeightMatrix& w, int64_t row, float* out);
@@ -56,8 +62,7 @@ void Softmax(float* x, int n);
 
 // Dot product with the fixed accumulation order used everywhere (f32 x f32): 16 lanes, lane l
 // sums elements l, l+16, ... in order, then a fixed pairwise reduction (ops_kernels.inc).
-// MatMul rows use exactly this order; non-f32 weights are first converted to f32 exactly
-// (F16/BF16) or as d * q rounded to f32 (Q8_0, as ggml's dequantization).
+// MatMul rows of F32/F16/BF16 weights use exactly this order (after an exact conversion).
 float Dot(const float* a, const float* b, int n);
 
 // y[i] += a * x[i] (element-wise; attention accumulates values in key order with it).

@@ -50,6 +50,13 @@ struct Init {
   float std = 1;
 };
 
+// As llama.cpp's quantizer: a K-quant tensor whose rows are not a multiple of 256 falls back
+// to a 32-block type (Q4_K/Q5_K -> Q5_0, Q6_K -> Q8_0; llama.cpp uses Q5_1 for Q5_K).
+DType RowDType(DType t, int64_t cols) {
+  if (GetDTypeInfo(t).block_size != 256 || cols % 256 == 0) return t;
+  return t == DType::kQ6_K ? DType::kQ8_0 : DType::kQ5_0;
+}
+
 class Synth {
  public:
   Synth(const SynthParams& p) : p_(p), pool_(std::min(ThreadPool::DefaultThreads(), 16)) {}
@@ -59,6 +66,7 @@ class Synth {
            Init init) {
     const uint64_t tensor_seed = Mix64(p_.seed ^ HashName(name));
     const int64_t cols = dims[0];
+    dtype = RowDType(dtype, cols);
     int64_t rows = 1;
     for (size_t i = 1; i < dims.size(); ++i) rows *= dims[i];
     w->AddTensorLazy(name, dims, dtype, [=, this](uint8_t* out) {
@@ -102,9 +110,10 @@ Status Validate(const SynthParams& p) {
   }
   if (!QuantizeSupported(p.dtype)) {
     return err("dtype " + std::string(GetDTypeInfo(p.dtype).name) +
-               " is not supported (f32, f16, bf16, q8_0)");
+               " is not supported (f32, f16, bf16, q8_0, q4_0, q5_0, q4_k, q5_k, q6_k)");
   }
-  const int64_t bs = GetDTypeInfo(p.dtype).block_size;
+  // K-quants fall back to 32-blocks on rows that are not a multiple of 256 (RowDType).
+  const int64_t bs = std::min<int64_t>(32, GetDTypeInfo(p.dtype).block_size);
   if (p.n_embd % bs != 0 || p.n_ff % bs != 0) {
     return err(StrFormat("n_embd %d and n_ff %d must be multiples of the %s block size %lld",
                          p.n_embd, p.n_ff, std::string(GetDTypeInfo(p.dtype).name).c_str(),
@@ -120,6 +129,11 @@ uint32_t FileType(DType t) {
     case DType::kF16: return 1;
     case DType::kQ8_0: return 7;
     case DType::kBF16: return 32;
+    case DType::kQ4_0: return 2;
+    case DType::kQ5_0: return 8;
+    case DType::kQ4_K: return 14;  // MOSTLY_Q4_K_S: every matrix Q4_K
+    case DType::kQ5_K: return 16;  // MOSTLY_Q5_K_S
+    case DType::kQ6_K: return 18;
     default: return 0;
   }
 }

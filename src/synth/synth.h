@@ -8,7 +8,10 @@
 //   rope.freq_base / rope.dimension_count) and tensor names (token_embd, blk.N.attn_norm,
 //   attn_q/k/v/output, attn_q/k/v.bias for qwen2, ffn_norm, ffn_gate/up/down, output_norm,
 //   output unless tied). GGUF dims: ne[0] = input dim (attn_q.weight {n_embd, n_head*head_dim}).
-// - Norm weights and biases are F32; matrices and embeddings use `dtype` (F32/F16/BF16/Q8_0).
+// - Norm weights and biases are F32; matrices and embeddings use `dtype`
+//   (F32/F16/BF16/Q8_0/Q4_0/Q5_0/Q4_K/Q5_K/Q6_K). Rows must be multiples of 32; a K-quant
+//   matrix whose rows are not a multiple of 256 falls back as llama.cpp's quantizer does
+//   (Q4_K/Q5_K -> Q5_0, Q6_K -> Q8_0), e.g. every n_embd = 896 row of a qwen2.5-0.5b.
 // - All `tokenizer.*` metadata is copied from `vocab_from` (default: the tiny stories260K model
 //   under $GOOSE_SHARED or the build's shared dir); tokens/scores/token_type arrays are padded up
 //   to n_vocab with "<pad_N>" tokens of type UNUSED (5), as llama.cpp's converter pads vocabs.

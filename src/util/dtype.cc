@@ -43,6 +43,11 @@ bool DTypeSupported(DType t) {
     case DType::kF16:
     case DType::kBF16:
     case DType::kQ8_0:
+    case DType::kQ4_0:
+    case DType::kQ5_0:
+    case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K:
       return true;
     default:
       return false;

@@ -19,7 +19,7 @@ namespace {
 constexpr int kSpinIterations = 20000;
 }  // namespace
 
-ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)) {
+ThreadPool::ThreadPool(int n_threads) : n_threads_(std::clamp(n_threads, 1, 64)) {
   for (int t = 1; t < n_threads_; ++t) workers_.emplace_back([this, t] { WorkerLoop(t); });
 }
 
@@ -46,10 +46,19 @@ void ThreadPool::Run(const std::function<void(int, int)>& fn) {
     std::lock_guard<std::mutex> lock(mu_);
     task_ = &fn;
     pending_.store(n_threads_ - 1);
+    claimed_.store(1, std::memory_order_release);  // after task_ and pending_: see WorkerLoop
     generation_.fetch_add(1, std::memory_order_release);
   }
   cv_.notify_all();
   fn(0, n_threads_);
+  // Run the shares of workers that have not claimed theirs yet.
+  for (int t = 1; t < n_threads_; ++t) {
+    const uint64_t bit = uint64_t{1} << t;
+    if ((claimed_.fetch_or(bit, std::memory_order_acq_rel) & bit) == 0) {
+      fn(t, n_threads_);
+      pending_.fetch_sub(1, std::memory_order_acq_rel);
+    }
+  }
   while (pending_.load(std::memory_order_acquire) != 0) GOOSE_PAUSE();
 }
 
@@ -68,6 +77,11 @@ void ThreadPool::WorkerLoop(int thread_idx) {
     }
     seen = gen;
     if (stop_.load()) return;
+    // Claim this index of the *current* Run (which may be newer than `gen` if this thread
+    // slept through one; then the caller ran our share of the older one). A claim that sees
+    // the reset also sees the task_ and pending_ written before it.
+    const uint64_t bit = uint64_t{1} << thread_idx;
+    if ((claimed_.fetch_or(bit, std::memory_order_acq_rel) & bit) != 0) continue;
     const std::function<void(int, int)>* task;
     {
       std::lock_guard<std::mutex> lock(mu_);

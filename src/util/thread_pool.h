@@ -1,7 +1,10 @@
 // ThreadPool: a persistent pool of worker threads for the forward pass.
 // The calling thread takes part as thread 0, so ThreadPool(1) runs everything inline.
-// Run() blocks until every thread has finished. Workers spin briefly between passes (a decode
+// Run() blocks until every thread index has run. Workers spin briefly between passes (a decode
 // step of a small model is microseconds long) and then sleep on a condition variable.
+// Each index runs exactly once, on whichever thread claims it first: the caller, after its own
+// share, runs the shares of workers that have not woken up yet. On a busy machine (another
+// process on the other core) a descheduled worker then costs nothing instead of a time slice.
 // Not reentrant: call Run() from one thread at a time, never from inside a task.
 // Determinism: callers split *independent outputs* (matrix rows, heads) across threads, never
 // a reduction, so results do not depend on the thread count.
@@ -53,6 +56,7 @@ class ThreadPool {
   const std::function<void(int, int)>* task_ = nullptr;
   std::atomic<uint64_t> generation_{0};
   std::atomic<int> pending_{0};
+  std::atomic<uint64_t> claimed_{0};  // bit t: index t of the current Run has been taken
   std::atomic<bool> stop_{false};
   std::mutex mu_;
   std::condition_variable cv_;

@@ -2,8 +2,11 @@
 // RoPE) models in every weight dtype, plus basic sanity of their logits.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -11,6 +14,7 @@
 
 #include "model/model.h"
 #include "model_test_util.h"
+#include "ops/cpu_features.h"
 #include "synth/synth.h"
 #include "tree_test_lib.h"
 
@@ -39,18 +43,30 @@ const Model& SynthModel(const SynthCase& c) {
     p.n_vocab = 640;
     p.context_length = 512;
     p.seed = 7;
-    if (c.arch == "llama") {  // GQA 4:2, head_dim 16
+    const bool k_quant = GetDTypeInfo(c.dtype).block_size == 256;
+    if (k_quant) {  // K-quants need rows that are multiples of 256; head_dim stays 16
+      p.n_embd = 256, p.n_head = 16, p.n_head_kv = 2, p.n_ff = 256;
+      if (c.arch == "qwen2") {
+        p.rope_freq_base = 1000000.0f;
+        p.tied_output = true;
+      }
+    } else if (c.arch == "llama") {  // GQA 4:2, head_dim 16
       p.n_embd = 64, p.n_head = 4, p.n_head_kv = 2, p.n_ff = 192;
     } else {  // qwen2: GQA 6:2, head_dim 16, rope base as Qwen
       p.n_embd = 96, p.n_head = 6, p.n_head_kv = 2, p.n_ff = 160;
       p.rope_freq_base = 1000000.0f;
       p.tied_output = true;
     }
-    const std::string path = ::testing::TempDir() + "/goose_synth_" + CaseName(c) + ".gguf";
+    // Per-process name, unlinked once mapped: several test binaries (other build dirs, the
+    // sanitizer build) run at once, and rewriting a file another process has mapped kills that
+    // process with SIGBUS.
+    const std::string path = ::testing::TempDir() + "/goose_synth_" + CaseName(c) + "_" +
+                             std::to_string(::getpid()) + ".gguf";
     const Status s = SynthesizeModel(p, path);
     EXPECT_TRUE(s.ok()) << s.message();
     auto m = Model::Load(path);
     EXPECT_TRUE(m.ok()) << m.status().message();
+    std::remove(path.c_str());
     if (m.ok()) slot = std::move(m).value();
   }
   return *slot;
@@ -96,6 +112,17 @@ TEST_P(SynthModelTest, TreeEqualsSequentialBitwise) {
   CheckTreesEqualSequential(m, 2, /*seed=*/12, /*n_trees=*/1);
 }
 
+// Every narrower kernel path the CPU has, forced in turn (both sides of the comparison run on
+// the forced level); the widest one is the default that the other tests use.
+TEST_P(SynthModelTest, TreeEqualsSequentialOnEveryCpuLevel) {
+  const Model& m = SynthModel(GetParam());
+  for (int level = 0; level < static_cast<int>(DetectCpuLevel()); ++level) {
+    SetCpuLevelCap(static_cast<CpuLevel>(level));
+    CheckTreesEqualSequential(m, 2, /*seed=*/20 + level, /*n_trees=*/1);
+  }
+  SetCpuLevelCap(CpuLevel::kAvx512);
+}
+
 TEST_P(SynthModelTest, KeepPathAndTruncateContinueBitwise) {
   const Model& m = SynthModel(GetParam());
   CheckKeepPathContinuation(m, 2, /*seed=*/13, /*n_trials=*/2);
@@ -107,7 +134,11 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(SynthCase{"llama", DType::kF32}, SynthCase{"llama", DType::kF16},
                       SynthCase{"llama", DType::kBF16}, SynthCase{"llama", DType::kQ8_0},
                       SynthCase{"qwen2", DType::kF32}, SynthCase{"qwen2", DType::kF16},
-                      SynthCase{"qwen2", DType::kBF16}, SynthCase{"qwen2", DType::kQ8_0}),
+                      SynthCase{"qwen2", DType::kBF16}, SynthCase{"qwen2", DType::kQ8_0},
+                      SynthCase{"llama", DType::kQ4_0}, SynthCase{"qwen2", DType::kQ4_0},
+                      SynthCase{"llama", DType::kQ4_K}, SynthCase{"qwen2", DType::kQ4_K},
+                      SynthCase{"llama", DType::kQ5_K}, SynthCase{"qwen2", DType::kQ6_K},
+                      SynthCase{"llama", DType::kQ5_0}),
     [](const ::testing::TestParamInfo<SynthCase>& info) { return CaseName(info.param); });
 
 }  // namespace

@@ -120,7 +120,8 @@ TEST(QuantTest, F16AndBf16MatchScalarConversions) {
     EXPECT_EQ(b[i], F32ToBF16(x[i]));
   }
   EXPECT_TRUE(QuantizeSupported(DType::kQ8_0));
-  EXPECT_FALSE(QuantizeSupported(DType::kQ4_K));
+  EXPECT_TRUE(QuantizeSupported(DType::kQ4_K));
+  EXPECT_FALSE(QuantizeSupported(DType::kQ2_K));
 }
 
 }  // namespace

@@ -152,6 +152,51 @@ TEST(SynthTest, TinyLlamaQ8) {
   std::remove(path.c_str());
 }
 
+// Every quantized dtype: matrices and embeddings in it, norms F32, values at the intended
+// scale after dequantization (within the format's coarseness), general.file_type as llama.cpp.
+TEST(SynthTest, QuantizedDTypes) {
+  struct Case {
+    DType dtype;
+    int file_type;
+  };
+  for (const Case c : {Case{DType::kQ4_0, 2}, Case{DType::kQ4_K, 14}, Case{DType::kQ5_K, 16},
+                       Case{DType::kQ6_K, 18}}) {
+    const std::string name(GetDTypeInfo(c.dtype).name);
+    SynthParams p = TinyLlama();
+    p.dtype = c.dtype;
+    p.n_embd = 256;
+    p.n_head = 16;
+    p.n_ff = 512;
+    const std::string path = TmpPath("synth_" + name + ".gguf");
+    auto g = Synthesize(p, path);
+    ASSERT_NE(g, nullptr) << name;
+    EXPECT_EQ(g->GetInt("general.file_type"), c.file_type) << name;
+    ExpectTensor(*g, "token_embd.weight", {256, 600}, c.dtype);
+    ExpectTensor(*g, "blk.1.ffn_down.weight", {512, 256}, c.dtype);
+    ExpectTensor(*g, "blk.1.ffn_norm.weight", {256}, DType::kF32);
+    auto [qm, qs] = Stats(*g->FindTensor("blk.0.attn_q.weight"));
+    EXPECT_NEAR(qm, 0.0, 0.01) << name;
+    EXPECT_NEAR(qs, 1.0 / 16, 0.006) << name;
+    auto [es_m, es] = Stats(*g->FindTensor("token_embd.weight"));
+    EXPECT_NEAR(es, 0.75, 0.06) << name;
+    std::remove(path.c_str());
+  }
+  // Rows that are not a multiple of 256 fall back as llama.cpp does.
+  SynthParams p = TinyLlama();  // n_embd 64, n_ff 96
+  for (const auto& [k, fallback] : {std::pair{DType::kQ4_K, DType::kQ5_0},
+                                    std::pair{DType::kQ6_K, DType::kQ8_0}}) {
+    p.dtype = k;
+    const std::string path = TmpPath("synth_fallback.gguf");
+    auto g = Synthesize(p, path);
+    ASSERT_NE(g, nullptr);
+    ExpectTensor(*g, "blk.0.ffn_down.weight", {96, 64}, fallback);
+    ExpectTensor(*g, "token_embd.weight", {64, 600}, fallback);
+    auto [qm, qs] = Stats(*g->FindTensor("blk.0.attn_q.weight"));
+    EXPECT_NEAR(qs, 1.0 / 8, 0.01);
+    std::remove(path.c_str());
+  }
+}
+
 TEST(SynthTest, TinyQwen2TiedF16WithBiases) {
   SynthParams p = TinyLlama();
   p.arch = "qwen2";
@@ -221,7 +266,8 @@ TEST(SynthTest, RejectsBadParams) {
       {"gqa", [](SynthParams* p) { p->n_head_kv = 3; }, "n_head_kv 3"},
       {"zero", [](SynthParams* p) { p->n_layer = 0; }, "n_layer 0"},
       {"block", [](SynthParams* p) { p->n_ff = 100; }, "block size 32"},
-      {"dtype", [](SynthParams* p) { p->dtype = DType::kQ4_K; }, "q4_k"},
+      {"dtype", [](SynthParams* p) { p->dtype = DType::kQ2_K; }, "q2_k"},
+      {"k block", [](SynthParams* p) { p->dtype = DType::kQ4_K, p->n_ff = 100; }, "block size 32"},
       {"vocab small", [](SynthParams* p) { p->n_vocab = 100; }, "n_vocab 100 is smaller"},
       {"vocab file", [](SynthParams* p) { p->vocab_from = "/nonexistent.gguf"; },
        "/nonexistent.gguf"},

@@ -82,7 +82,8 @@ TEST(DTypeTest, ParseAndGeometry) {
   EXPECT_EQ(RowBytes(DType::kQ8_0, 64), 68);
   EXPECT_EQ(RowBytes(DType::kF16, 10), 20);
   EXPECT_TRUE(DTypeSupported(DType::kQ8_0));
-  EXPECT_FALSE(DTypeSupported(DType::kQ4_0));
+  EXPECT_TRUE(DTypeSupported(DType::kQ4_0));
+  EXPECT_FALSE(DTypeSupported(DType::kQ4_1));
 }
 
 TEST(RngTest, UniformAtIsDeterministicAndInRange) {

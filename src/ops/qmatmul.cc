@@ -1,0 +1,893 @@
+// Integer-dot MatMul for quantized weights (see qmatmul.h for the fixed order).
+//
+// Weight-stationary: a tile of W rows (16 for AVX-512, 8 for AVX2, 1 scalar) is unpacked once
+// into an "IR" - unsigned 8-bit levels interleaved so that one vector holds 4 consecutive
+// columns of each of the W rows, plus per-block scales as floats/ints - and then applied to
+// every token of the batch. With rows in lanes, VNNI's vpdpbusd (u8 x s8 -> s32, 4 columns per
+// lane) needs no horizontal sums, and each lane's float accumulation is the scalar order.
+#include "ops/qmatmul.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "ops/quant.h"
+#include "util/check.h"
+#include "util/fp16.h"
+
+#pragma GCC diagnostic ignored "-Wpsabi"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+namespace goose {
+
+namespace {
+
+struct Fmt {
+  int sb = 32;     // columns per scale block (activation block too)
+  int g = 32;      // columns per integer group (sums of activation q kept per group)
+  int offset = 0;  // blocks of 32: level offset subtracted (S - offset * B)
+  bool k = false;  // K-quant formula
+};
+
+Fmt GetFmt(DType t) {
+  switch (t) {
+    case DType::kQ8_0:
+      return {32, 32, 128, false};  // IR level = q + 128
+    case DType::kQ4_0:
+      return {32, 32, 8, false};
+    case DType::kQ5_0:
+      return {32, 32, 16, false};
+    case DType::kQ4_K:
+    case DType::kQ5_K:
+      return {256, 32, 0, true};
+    case DType::kQ6_K:
+      return {256, 16, 0, true};
+    default:
+      GOOSE_CHECK(false && "not an int-dot dtype");
+  }
+  return {};
+}
+
+// One token's activations, quantized (batch-invariant: depends on this row only).
+void QuantizeAct(const float* x, int cols, const Fmt& f, int8_t* q, float* dx, int32_t* bs) {
+  for (int b = 0; b < cols / f.sb; ++b) {
+    const float* xb = x + b * f.sb;
+    float amax = 0.0f;
+    for (int j = 0; j < f.sb; ++j) amax = std::fmax(amax, std::fabs(xb[j]));
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    dx[b] = d;
+    for (int j = 0; j < f.sb; ++j) q[b * f.sb + j] = static_cast<int8_t>(std::roundf(xb[j] * id));
+  }
+  for (int g = 0; g < cols / f.g; ++g) {
+    int32_t s = 0;
+    for (int j = 0; j < f.g; ++j) s += q[g * f.g + j];
+    bs[g] = s;
+  }
+}
+
+// One weight row unpacked: levels q (u8), per scale block d/dmin, per group sc/mn.
+struct RowIR {
+  std::vector<uint8_t> q;
+  std::vector<float> d, dmin;
+  std::vector<int32_t> sc, mn;
+  void Resize(int cols, const Fmt& f) {
+    q.resize(cols);
+    d.resize(cols / f.sb);
+    dmin.resize(cols / f.sb);
+    sc.resize(cols / f.g);
+    mn.resize(cols / f.g);
+  }
+};
+
+void UnpackRow(DType t, const uint8_t* src, int cols, RowIR* r) {
+  const float* h = F16Table();
+  auto f16 = [h](const uint8_t* p) {
+    uint16_t v;
+    std::memcpy(&v, p, 2);
+    return h[v];
+  };
+  switch (t) {
+    case DType::kQ8_0:
+      for (int b = 0; b < cols / 32; ++b) {
+        const uint8_t* blk = src + b * 34;
+        r->d[b] = f16(blk);
+        for (int j = 0; j < 32; ++j) r->q[b * 32 + j] = static_cast<uint8_t>(blk[2 + j] ^ 0x80);
+      }
+      return;
+    case DType::kQ4_0:
+      for (int b = 0; b < cols / 32; ++b) {
+        const uint8_t* blk = src + b * 18;
+        r->d[b] = f16(blk);
+        for (int j = 0; j < 16; ++j) {
+          r->q[b * 32 + j] = blk[2 + j] & 0xF;
+          r->q[b * 32 + 16 + j] = blk[2 + j] >> 4;
+        }
+      }
+      return;
+    case DType::kQ5_0:
+      for (int b = 0; b < cols / 32; ++b) {
+        const uint8_t* blk = src + b * 22;
+        r->d[b] = f16(blk);
+        uint32_t qh;
+        std::memcpy(&qh, blk + 2, 4);
+        for (int j = 0; j < 16; ++j) {
+          r->q[b * 32 + j] = static_cast<uint8_t>((blk[6 + j] & 0xF) | (((qh >> j) & 1) << 4));
+          r->q[b * 32 + 16 + j] =
+              static_cast<uint8_t>((blk[6 + j] >> 4) | (((qh >> (j + 16)) & 1) << 4));
+        }
+      }
+      return;
+    case DType::kQ4_K:
+    case DType::kQ5_K: {
+      const bool five = t == DType::kQ5_K;
+      const int bytes = five ? 176 : 144;
+      for (int b = 0; b < cols / 256; ++b) {
+        const uint8_t* blk = src + b * bytes;
+        r->d[b] = f16(blk);
+        r->dmin[b] = f16(blk + 2);
+        for (int j = 0; j < 8; ++j) {
+          uint8_t sc, m;
+          GetScaleMinK4(j, blk + 4, &sc, &m);
+          r->sc[b * 8 + j] = sc;
+          r->mn[b * 8 + j] = m;
+        }
+        const uint8_t* qh = blk + 16;
+        const uint8_t* qs = blk + (five ? 48 : 16);
+        uint8_t* q = r->q.data() + b * 256;
+        for (int j = 0; j < 4; ++j) {
+          for (int l = 0; l < 32; ++l) {
+            int lo = qs[32 * j + l] & 0xF, hi = qs[32 * j + l] >> 4;
+            if (five) {
+              lo |= ((qh[l] >> (2 * j)) & 1) << 4;
+              hi |= ((qh[l] >> (2 * j + 1)) & 1) << 4;
+            }
+            q[64 * j + l] = static_cast<uint8_t>(lo);
+            q[64 * j + 32 + l] = static_cast<uint8_t>(hi);
+          }
+        }
+      }
+      return;
+    }
+    case DType::kQ6_K:
+      for (int b = 0; b < cols / 256; ++b) {
+        const uint8_t* blk = src + b * 210;
+        r->d[b] = r->dmin[b] = f16(blk + 208);
+        const int8_t* scales = reinterpret_cast<const int8_t*>(blk + 192);
+        for (int g = 0; g < 16; ++g) {
+          r->sc[b * 16 + g] = scales[g];
+          r->mn[b * 16 + g] = 32 * scales[g];
+        }
+        uint8_t* q = r->q.data() + b * 256;
+        for (int hf = 0; hf < 2; ++hf) {
+          const uint8_t* ql = blk + 64 * hf;
+          const uint8_t* qh = blk + 128 + 32 * hf;
+          uint8_t* qq = q + 128 * hf;
+          for (int l = 0; l < 32; ++l) {
+            qq[l] = static_cast<uint8_t>((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4));
+            qq[l + 32] = static_cast<uint8_t>((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4));
+            qq[l + 64] = static_cast<uint8_t>((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4));
+            qq[l + 96] = static_cast<uint8_t>((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4));
+          }
+        }
+      }
+      return;
+    default:
+      GOOSE_CHECK(false && "not an int-dot dtype");
+  }
+}
+
+// A tile of W rows in lane-interleaved form (see the file comment).
+struct Tile {
+  int w = 1;
+  std::vector<uint8_t> q;       // [cols / 4][w][4]
+  std::vector<float> d, dmin;   // [cols / sb][w]
+  std::vector<int32_t> sc, mn;  // [cols / g][w]
+  void Resize(int cols, const Fmt& f, int width) {
+    w = width;
+    q.resize(static_cast<size_t>(cols) * w);
+    d.resize(static_cast<size_t>(cols / f.sb) * w);
+    dmin.resize(static_cast<size_t>(cols / f.sb) * w);
+    sc.resize(static_cast<size_t>(cols / f.g) * w);
+    mn.resize(static_cast<size_t>(cols / f.g) * w);
+  }
+};
+
+void PackTile(const WeightMatrix& wm, const Fmt& f, int64_t r0, int nr, int w, RowIR* row,
+              Tile* t) {
+  const int cols = static_cast<int>(wm.cols);
+  const int nsb = cols / f.sb, ng = cols / f.g;
+  t->Resize(cols, f, w);
+  for (int lane = 0; lane < w; ++lane) {
+    if (lane >= nr) {  // padding rows: zero scales, results discarded
+      for (int k = 0; k < cols / 4; ++k)
+        std::memset(&t->q[(static_cast<size_t>(k) * w + lane) * 4], 0, 4);
+      for (int b = 0; b < nsb; ++b) t->d[b * w + lane] = t->dmin[b * w + lane] = 0.0f;
+      for (int g = 0; g < ng; ++g) t->sc[g * w + lane] = t->mn[g * w + lane] = 0;
+      continue;
+    }
+    const uint8_t* src = static_cast<const uint8_t*>(wm.data) + (r0 + lane) * wm.row_bytes();
+    UnpackRow(wm.dtype, src, cols, row);
+    uint8_t* dst = t->q.data() + lane * 4;
+    for (int k = 0; k < cols / 4; ++k)
+      std::memcpy(dst + static_cast<size_t>(k) * w * 4, &row->q[4 * k], 4);
+    for (int b = 0; b < nsb; ++b) {
+      t->d[b * w + lane] = row->d[b];
+      t->dmin[b * w + lane] = row->dmin[b];
+    }
+    for (int g = 0; g < ng; ++g) {
+      t->sc[g * w + lane] = row->sc[g];
+      t->mn[g * w + lane] = row->mn[g];
+    }
+  }
+}
+
+struct Act {
+  std::vector<int8_t> q;    // [n][cols]
+  std::vector<float> dx;    // [n][cols / sb]
+  std::vector<int32_t> bs;  // [n][cols / g]
+};
+
+// ---- Scalar kernel (w = 1): the defining order. ----
+float DotScalar(const Tile& t, const Fmt& f, int cols, const int8_t* xq, const float* dx,
+                const int32_t* bs) {
+  float acc = 0.0f;
+  const uint8_t* q = t.q.data();
+  if (!f.k) {
+    for (int b = 0; b < cols / 32; ++b) {
+      int32_t s = 0;
+      for (int j = 0; j < 32; ++j) s += q[b * 32 + j] * xq[b * 32 + j];
+      const int32_t i = s - f.offset * bs[b];
+      acc = acc + (t.d[b] * dx[b]) * static_cast<float>(i);
+    }
+    return acc;
+  }
+  const int gpb = f.sb / f.g;
+  for (int b = 0; b < cols / f.sb; ++b) {
+    int32_t i1 = 0, i2 = 0;
+    for (int gg = 0; gg < gpb; ++gg) {
+      const int g = b * gpb + gg;
+      int32_t s = 0;
+      for (int j = 0; j < f.g; ++j) s += q[g * f.g + j] * xq[g * f.g + j];
+      i1 += t.sc[g] * s;
+      i2 += t.mn[g] * bs[g];
+    }
+    acc = acc + (t.d[b] * dx[b]) * static_cast<float>(i1);
+    acc = acc - (t.dmin[b] * dx[b]) * static_cast<float>(i2);
+  }
+  return acc;
+}
+
+void KernelScalar(const Tile& t, const Fmt& f, int cols, const Act& a, int n_tok, float* out,
+                  int64_t out_stride) {
+  const int nsb = cols / f.sb, ng = cols / f.g;
+  for (int tok = 0; tok < n_tok; ++tok) {
+    out[tok * out_stride] = DotScalar(t, f, cols, a.q.data() + static_cast<size_t>(tok) * cols,
+                                      a.dx.data() + static_cast<size_t>(tok) * nsb,
+                                      a.bs.data() + static_cast<size_t>(tok) * ng);
+  }
+}
+
+inline int32_t Load32(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+}  // namespace
+
+// ---- AVX2 kernel (w = 8). Q8_0 levels (q + 128) exceed maddubs' int16 headroom, so Q8_0
+// uses the signed form |w| x sign(x, w); the integers are the same. ----
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c")
+namespace {
+
+template <int NT>
+void KernelAvx2T(const Tile& t, const Fmt& f, int cols, const Act& a, int tok0, float* out,
+                 int64_t out_stride, int nr) {
+  const int nsb = cols / f.sb, ng = cols / f.g;
+  const bool q8 = f.offset == 128;
+  const __m256i ones = _mm256_set1_epi16(1);
+  const __m256i x80 = _mm256_set1_epi8(static_cast<char>(0x80));
+  const int8_t* xq[NT];
+  const float* dx[NT];
+  const int32_t* bs[NT];
+#pragma GCC unroll 8
+  for (int j = 0; j < NT; ++j) {
+    xq[j] = a.q.data() + static_cast<size_t>(tok0 + j) * cols;
+    dx[j] = a.dx.data() + static_cast<size_t>(tok0 + j) * nsb;
+    bs[j] = a.bs.data() + static_cast<size_t>(tok0 + j) * ng;
+  }
+  __m256 acc[NT];
+#pragma GCC unroll 8
+  for (int j = 0; j < NT; ++j) acc[j] = _mm256_setzero_ps();
+  const __m256i* q = reinterpret_cast<const __m256i*>(t.q.data());
+  auto dot4 = [&](__m256i s, __m256i wv, int32_t x4) {
+    __m256i xb = _mm256_set1_epi32(x4);
+    __m256i p;
+    if (q8) {
+      const __m256i ws = _mm256_xor_si256(wv, x80);
+      p = _mm256_maddubs_epi16(_mm256_abs_epi8(ws), _mm256_sign_epi8(xb, ws));
+    } else {
+      p = _mm256_maddubs_epi16(wv, xb);
+    }
+    return _mm256_add_epi32(s, _mm256_madd_epi16(p, ones));
+  };
+  if (!f.k) {
+    const int off = q8 ? 0 : f.offset;
+    for (int b = 0; b < nsb; ++b) {
+      __m256i s[NT];
+#pragma GCC unroll 8
+      for (int j = 0; j < NT; ++j) s[j] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+      for (int k = 0; k < 8; ++k) {
+        const __m256i wv = _mm256_loadu_si256(q + b * 8 + k);
+#pragma GCC unroll 8
+        for (int j = 0; j < NT; ++j) s[j] = dot4(s[j], wv, Load32(xq[j] + b * 32 + 4 * k));
+      }
+      const __m256 dv = _mm256_loadu_ps(&t.d[b * 8]);
+#pragma GCC unroll 8
+      for (int j = 0; j < NT; ++j) {
+        const __m256i i = _mm256_sub_epi32(s[j], _mm256_set1_epi32(off * bs[j][b]));
+        const __m256 dd = _mm256_mul_ps(dv, _mm256_set1_ps(dx[j][b]));
+        acc[j] = _mm256_add_ps(acc[j], _mm256_mul_ps(dd, _mm256_cvtepi32_ps(i)));
+      }
+    }
+  } else {
+    const int gpb = f.sb / f.g, kpg = f.g / 4;
+    for (int b = 0; b < nsb; ++b) {
+      __m256i i1[NT], i2[NT];
+#pragma GCC unroll 8
+      for (int j = 0; j < NT; ++j) i1[j] = i2[j] = _mm256_setzero_si256();
+      for (int gg = 0; gg < gpb; ++gg) {
+        const int g = b * gpb + gg;
+        __m256i s[NT];
+#pragma GCC unroll 8
+        for (int j = 0; j < NT; ++j) s[j] = _mm256_setzero_si256();
+        for (int k = 0; k < kpg; ++k) {
+          const __m256i wv = _mm256_loadu_si256(q + g * kpg + k);
+#pragma GCC unroll 8
+          for (int j = 0; j < NT; ++j) s[j] = dot4(s[j], wv, Load32(xq[j] + g * f.g + 4 * k));
+        }
+        const __m256i scv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(&t.sc[g * 8]));
+        const __m256i mnv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(&t.mn[g * 8]));
+#pragma GCC unroll 8
+        for (int j = 0; j < NT; ++j) {
+          i1[j] = _mm256_add_epi32(i1[j], _mm256_mullo_epi32(scv, s[j]));
+          i2[j] = _mm256_add_epi32(i2[j], _mm256_mullo_epi32(mnv, _mm256_set1_epi32(bs[j][g])));
+        }
+      }
+      const __m256 dv = _mm256_loadu_ps(&t.d[b * 8]);
+      const __m256 mv = _mm256_loadu_ps(&t.dmin[b * 8]);
+#pragma GCC unroll 8
+      for (int j = 0; j < NT; ++j) {
+        const __m256 x = _mm256_set1_ps(dx[j][b]);
+        acc[j] =
+            _mm256_add_ps(acc[j], _mm256_mul_ps(_mm256_mul_ps(dv, x), _mm256_cvtepi32_ps(i1[j])));
+        acc[j] =
+            _mm256_sub_ps(acc[j], _mm256_mul_ps(_mm256_mul_ps(mv, x), _mm256_cvtepi32_ps(i2[j])));
+      }
+    }
+  }
+#pragma GCC unroll 8
+  for (int j = 0; j < NT; ++j) {
+    float lanes[8];
+    _mm256_storeu_ps(lanes, acc[j]);
+    for (int l = 0; l < nr; ++l) out[(tok0 + j) * out_stride + l] = lanes[l];
+  }
+}
+
+// The AVX2 version of PackTileAvx512 (8-row tiles); f16 scales via the table.
+bool PackTileAvx2(const WeightMatrix& wm, const Fmt& f, int64_t r0, int nr, Tile* t) {
+  if (nr != 8) return false;
+  const DType dt = wm.dtype;
+  if (dt != DType::kQ8_0 && dt != DType::kQ4_0 && dt != DType::kQ4_K) return false;
+  const int cols = static_cast<int>(wm.cols);
+  t->Resize(cols, f, 8);
+  const int64_t rb = wm.row_bytes();
+  const uint8_t* base = static_cast<const uint8_t*>(wm.data) + r0 * rb;
+  const __m256i roff = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+                                          _mm256_set1_epi32(static_cast<int32_t>(rb)));
+  __m256i* q = reinterpret_cast<__m256i*>(t->q.data());
+  const __m256i nib = _mm256_set1_epi8(0x0F);
+  const float* h = F16Table();
+  auto gather = [&](const uint8_t* p) {
+    return _mm256_i32gather_epi32(reinterpret_cast<const int*>(p), roff, 1);
+  };
+  auto f16 = [&](const uint8_t* p, float* out) {
+    for (int r = 0; r < 8; ++r) {
+      uint16_t v;
+      std::memcpy(&v, p + r * rb, 2);
+      out[r] = h[v];
+    }
+  };
+  if (dt == DType::kQ8_0 || dt == DType::kQ4_0) {
+    const bool q8 = dt == DType::kQ8_0;
+    const __m256i x80 = _mm256_set1_epi8(static_cast<char>(0x80));
+    for (int b = 0; b < cols / 32; ++b) {
+      const uint8_t* blk = base + b * (q8 ? 34 : 18);
+      f16(blk, &t->d[b * 8]);
+      for (int k = 0; k < (q8 ? 8 : 4); ++k) {
+        const __m256i g = gather(blk + 2 + 4 * k);
+        if (q8) {
+          _mm256_storeu_si256(q + b * 8 + k, _mm256_xor_si256(g, x80));
+        } else {
+          _mm256_storeu_si256(q + b * 8 + k, _mm256_and_si256(g, nib));
+          _mm256_storeu_si256(q + b * 8 + 4 + k, _mm256_and_si256(_mm256_srli_epi32(g, 4), nib));
+        }
+      }
+    }
+    return true;
+  }
+  thread_local uint8_t sc[8], mn[8];
+  for (int b = 0; b < cols / 256; ++b) {
+    const uint8_t* blk = base + b * 144;
+    f16(blk, &t->d[b * 8]);
+    f16(blk + 2, &t->dmin[b * 8]);
+    for (int r = 0; r < 8; ++r) {
+      for (int j = 0; j < 8; ++j) {
+        GetScaleMinK4(j, blk + r * rb + 4, &sc[j], &mn[j]);
+        t->sc[(b * 8 + j) * 8 + r] = sc[j];
+        t->mn[(b * 8 + j) * 8 + r] = mn[j];
+      }
+    }
+    const uint8_t* qs = blk + 16;
+    for (int j = 0; j < 4; ++j) {
+      for (int m = 0; m < 8; ++m) {
+        const __m256i g = gather(qs + 32 * j + 4 * m);
+        _mm256_storeu_si256(q + b * 64 + 16 * j + m, _mm256_and_si256(g, nib));
+        _mm256_storeu_si256(q + b * 64 + 16 * j + 8 + m,
+                            _mm256_and_si256(_mm256_srli_epi32(g, 4), nib));
+      }
+    }
+  }
+  return true;
+}
+
+void KernelAvx2(const Tile& t, const Fmt& f, int cols, const Act& a, int n_tok, float* out,
+                int64_t out_stride, int nr) {
+  int tok = 0;
+  for (; tok + 4 <= n_tok; tok += 4) KernelAvx2T<4>(t, f, cols, a, tok, out, out_stride, nr);
+  for (; tok < n_tok; ++tok) KernelAvx2T<1>(t, f, cols, a, tok, out, out_stride, nr);
+}
+
+}  // namespace
+#pragma GCC pop_options
+
+// ---- AVX-512 VNNI kernel (w = 16). ----
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl,avx512vnni,avx2,fma,f16c")
+namespace {
+
+template <int NT>
+void KernelAvx512T(const Tile& t, const Fmt& f, int cols, const Act& a, int tok0, float* out,
+                   int64_t out_stride, int nr) {
+  const int nsb = cols / f.sb, ng = cols / f.g;
+  const int8_t* xq[NT];
+  const float* dx[NT];
+  const int32_t* bs[NT];
+#pragma GCC unroll 8
+  for (int j = 0; j < NT; ++j) {
+    xq[j] = a.q.data() + static_cast<size_t>(tok0 + j) * cols;
+    dx[j] = a.dx.data() + static_cast<size_t>(tok0 + j) * nsb;
+    bs[j] = a.bs.data() + static_cast<size_t>(tok0 + j) * ng;
+  }
+  __m512 acc[NT];
+#pragma GCC unroll 8
+  for (int j = 0; j < NT; ++j) acc[j] = _mm512_setzero_ps();
+  const __m512i* q = reinterpret_cast<const __m512i*>(t.q.data());
+  if (!f.k) {
+    for (int b = 0; b < nsb; ++b) {
+      __m512i s[NT];
+#pragma GCC unroll 8
+      for (int j = 0; j < NT; ++j) s[j] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+      for (int k = 0; k < 8; ++k) {
+        const __m512i wv = _mm512_loadu_si512(q + b * 8 + k);
+#pragma GCC unroll 8
+        for (int j = 0; j < NT; ++j) {
+          s[j] = _mm512_dpbusd_epi32(s[j], wv, _mm512_set1_epi32(Load32(xq[j] + b * 32 + 4 * k)));
+        }
+      }
+      const __m512 dv = _mm512_loadu_ps(&t.d[b * 16]);
+#pragma GCC unroll 8
+      for (int j = 0; j < NT; ++j) {
+        const __m512i i = _mm512_sub_epi32(s[j], _mm512_set1_epi32(f.offset * bs[j][b]));
+        const __m512 dd = _mm512_mul_ps(dv, _mm512_set1_ps(dx[j][b]));
+        acc[j] = _mm512_add_ps(acc[j], _mm512_mul_ps(dd, _mm512_cvtepi32_ps(i)));
+      }
+    }
+  } else {
+    const int gpb = f.sb / f.g, kpg = f.g / 4;
+    for (int b = 0; b < nsb; ++b) {
+      __m512i i1[NT], i2[NT];
+#pragma GCC unroll 8
+      for (int j = 0; j < NT; ++j) i1[j] = i2[j] = _mm512_setzero_si512();
+      for (int gg = 0; gg < gpb; ++gg) {
+        const int g = b * gpb + gg;
+        __m512i s[NT];
+#pragma GCC unroll 8
+        for (int j = 0; j < NT; ++j) s[j] = _mm512_setzero_si512();
+        for (int k = 0; k < kpg; ++k) {
+          const __m512i wv = _mm512_loadu_si512(q + g * kpg + k);
+#pragma GCC unroll 8
+          for (int j = 0; j < NT; ++j) {
+            s[j] =
+                _mm512_dpbusd_epi32(s[j], wv, _mm512_set1_epi32(Load32(xq[j] + g * f.g + 4 * k)));
+          }
+        }
+        const __m512i scv = _mm512_loadu_si512(&t.sc[g * 16]);
+        const __m512i mnv = _mm512_loadu_si512(&t.mn[g * 16]);
+#pragma GCC unroll 8
+        for (int j = 0; j < NT; ++j) {
+          i1[j] = _mm512_add_epi32(i1[j], _mm512_mullo_epi32(scv, s[j]));
+          i2[j] = _mm512_add_epi32(i2[j], _mm512_mullo_epi32(mnv, _mm512_set1_epi32(bs[j][g])));
+        }
+      }
+      const __m512 dv = _mm512_loadu_ps(&t.d[b * 16]);
+      const __m512 mv = _mm512_loadu_ps(&t.dmin[b * 16]);
+#pragma GCC unroll 8
+      for (int j = 0; j < NT; ++j) {
+        const __m512 x = _mm512_set1_ps(dx[j][b]);
+        acc[j] =
+            _mm512_add_ps(acc[j], _mm512_mul_ps(_mm512_mul_ps(dv, x), _mm512_cvtepi32_ps(i1[j])));
+        acc[j] =
+            _mm512_sub_ps(acc[j], _mm512_mul_ps(_mm512_mul_ps(mv, x), _mm512_cvtepi32_ps(i2[j])));
+      }
+    }
+  }
+#pragma GCC unroll 8
+  for (int j = 0; j < NT; ++j) {
+    float lanes[16];
+    _mm512_storeu_ps(lanes, acc[j]);
+    for (int l = 0; l < nr; ++l) out[(tok0 + j) * out_stride + l] = lanes[l];
+  }
+}
+
+// QuantizeAct with the same bits: max is order-free, x * id is the same product, and roundf
+// (half away from zero) is rebuilt exactly as trunc(v) + sign(v) * (|v - trunc(v)| >= 0.5).
+void QuantizeActAvx512(const float* x, int cols, const Fmt& f, int8_t* q, float* dx, int32_t* bs) {
+  const __m512 sign = _mm512_set1_ps(-0.0f), half = _mm512_set1_ps(0.5f);
+  const __m512 one = _mm512_set1_ps(1.0f);
+  for (int b = 0; b < cols / f.sb; ++b) {
+    const float* xb = x + b * f.sb;
+    __m512 m = _mm512_setzero_ps();
+    for (int j = 0; j < f.sb; j += 16)
+      m = _mm512_max_ps(m, _mm512_andnot_ps(sign, _mm512_loadu_ps(xb + j)));
+    const float amax = _mm512_reduce_max_ps(m);
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    dx[b] = d;
+    const __m512 idv = _mm512_set1_ps(id);
+    for (int j = 0; j < f.sb; j += 16) {
+      const __m512 v = _mm512_mul_ps(_mm512_loadu_ps(xb + j), idv);
+      const __m512 t = _mm512_roundscale_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+      const __m512 frac = _mm512_andnot_ps(sign, _mm512_sub_ps(v, t));
+      const __mmask16 up = _mm512_cmp_ps_mask(frac, half, _CMP_GE_OQ);
+      const __m512 step = _mm512_or_ps(one, _mm512_and_ps(sign, v));  // +-1 with v's sign
+      const __m512 r = _mm512_mask_add_ps(t, up, t, step);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(q + b * f.sb + j),
+                       _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(r)));
+    }
+  }
+  for (int g = 0; g < cols / f.g; ++g) {
+    __m512i s = _mm512_setzero_si512();
+    for (int j = 0; j < f.g; j += 16) {
+      s = _mm512_add_epi32(
+          s,
+          _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q + g * f.g + j))));
+    }
+    bs[g] = _mm512_reduce_add_epi32(s);
+  }
+}
+
+// In-register transposes for full 16-row tiles: IR vector k holds dword k of each of the 16
+// rows. (Gathers would do the same in one instruction, but measure ~5x slower here.)
+//
+// 16 rows x 8 dwords (32 bytes at row_ptr + r * rb) -> out[0..7].
+inline void Transpose16x8(const uint8_t* p, int64_t rb, __m512i* out) {
+  __m512i z[8], t[8], u[8];
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) {
+    const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i * rb));
+    const __m256i hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + (i + 8) * rb));
+    z[i] = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm512_unpacklo_epi32(z[i], z[i + 1]);
+    t[i + 1] = _mm512_unpackhi_epi32(z[i], z[i + 1]);
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; i += 4) {
+    u[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+    u[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+    u[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+    u[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+  }
+  const __m512i lo_idx = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13);
+  const __m512i hi_idx = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
+#pragma GCC unroll 8
+  for (int k = 0; k < 4; ++k) {
+    out[k] = _mm512_permutex2var_epi64(u[k], lo_idx, u[k + 4]);
+    out[k + 4] = _mm512_permutex2var_epi64(u[k], hi_idx, u[k + 4]);
+  }
+}
+
+// 16 rows x 4 dwords (16 bytes at p + r * rb) -> out[0..3].
+inline void Transpose16x4(const uint8_t* p, int64_t rb, __m512i* out) {
+  __m512i z[4];
+#pragma GCC unroll 8
+  for (int i = 0; i < 4; ++i) {
+    auto ld = [&](int r) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + r * rb)); };
+    __m512i v = _mm512_castsi128_si512(ld(i));
+    v = _mm512_inserti32x4(v, ld(i + 4), 1);
+    v = _mm512_inserti32x4(v, ld(i + 8), 2);
+    z[i] = _mm512_inserti32x4(v, ld(i + 12), 3);
+  }
+  const __m512i t0 = _mm512_unpacklo_epi32(z[0], z[1]), t1 = _mm512_unpackhi_epi32(z[0], z[1]);
+  const __m512i t2 = _mm512_unpacklo_epi32(z[2], z[3]), t3 = _mm512_unpackhi_epi32(z[2], z[3]);
+  out[0] = _mm512_unpacklo_epi64(t0, t2);
+  out[1] = _mm512_unpackhi_epi64(t0, t2);
+  out[2] = _mm512_unpacklo_epi64(t1, t3);
+  out[3] = _mm512_unpackhi_epi64(t1, t3);
+}
+
+// 16 f16 values at p + r * rb -> floats.
+// (Built in registers: 16 narrow stores then one wide load would stall store forwarding.)
+inline __m512 LoadF16x16(const uint8_t* p, int64_t rb) {
+  auto h = [&](int r) {
+    uint16_t v;
+    std::memcpy(&v, p + r * rb, 2);
+    return static_cast<short>(v);
+  };
+  const __m256i v = _mm256_setr_epi16(h(0), h(1), h(2), h(3), h(4), h(5), h(6), h(7), h(8), h(9),
+                                      h(10), h(11), h(12), h(13), h(14), h(15));
+  return _mm512_cvtph_ps(v);
+}
+
+// Full 16-row tiles of Q8_0 / Q4_0 / Q4_K straight from the blocks. Returns false if not
+// handled (other dtypes, partial tiles): the caller uses the generic PackTile.
+bool PackTileAvx512(const WeightMatrix& wm, const Fmt& f, int64_t r0, int nr, Tile* t) {
+  if (nr != 16) return false;
+  const DType dt = wm.dtype;
+  if (dt != DType::kQ8_0 && dt != DType::kQ4_0 && dt != DType::kQ5_0 && dt != DType::kQ4_K) {
+    return false;
+  }
+  const int cols = static_cast<int>(wm.cols);
+  t->Resize(cols, f, 16);
+  const int64_t rb = wm.row_bytes();
+  // The tile's 16 rows are one contiguous run: copy it first with sequential reads (which the
+  // hardware prefetchers stream at full bandwidth), then transpose from cache. Reading 16 rows
+  // side by side straight from DRAM stalls on every load.
+  thread_local std::vector<uint8_t> copy;
+  copy.resize(static_cast<size_t>(16 * rb));
+  std::memcpy(copy.data(), static_cast<const uint8_t*>(wm.data) + r0 * rb, copy.size());
+  const uint8_t* base = copy.data();
+  __m512i* q = reinterpret_cast<__m512i*>(t->q.data());
+  const __m512i nib = _mm512_set1_epi8(0x0F);
+  __m512i o[8];
+  if (dt == DType::kQ8_0) {
+    const __m512i x80 = _mm512_set1_epi8(static_cast<char>(0x80));
+    for (int b = 0; b < cols / 32; ++b) {
+      const uint8_t* blk = base + b * 34;
+      _mm512_storeu_ps(&t->d[b * 16], LoadF16x16(blk, rb));
+      Transpose16x8(blk + 2, rb, o);
+#pragma GCC unroll 8
+      for (int k = 0; k < 8; ++k) _mm512_storeu_si512(q + b * 8 + k, _mm512_xor_si512(o[k], x80));
+    }
+    return true;
+  }
+  if (dt == DType::kQ4_0) {
+    for (int b = 0; b < cols / 32; ++b) {
+      const uint8_t* blk = base + b * 18;
+      _mm512_storeu_ps(&t->d[b * 16], LoadF16x16(blk, rb));
+      Transpose16x4(blk + 2, rb, o);
+#pragma GCC unroll 8
+      for (int k = 0; k < 4; ++k) {
+        _mm512_storeu_si512(q + b * 8 + k, _mm512_and_si512(o[k], nib));
+        _mm512_storeu_si512(q + b * 8 + 4 + k, _mm512_and_si512(_mm512_srli_epi32(o[k], 4), nib));
+      }
+    }
+    return true;
+  }
+  if (dt == DType::kQ5_0) {
+    const __m512i one = _mm512_set1_epi32(1);
+    for (int b = 0; b < cols / 32; ++b) {
+      const uint8_t* blk = base + b * 22;
+      _mm512_storeu_ps(&t->d[b * 16], LoadF16x16(blk, rb));
+      auto ld = [&](int r) {
+        int32_t v;
+        std::memcpy(&v, blk + 2 + r * rb, 4);
+        return v;
+      };
+      const __m512i qh =
+          _mm512_setr_epi32(ld(0), ld(1), ld(2), ld(3), ld(4), ld(5), ld(6), ld(7), ld(8), ld(9),
+                            ld(10), ld(11), ld(12), ld(13), ld(14), ld(15));
+      // 5th bits of values 4k .. 4k+3 -> bit 4 of each byte of IR dword k.
+      auto high = [&](int k) {
+        const __m512i t4 = _mm512_srli_epi32(qh, 4 * k);
+        __m512i r = _mm512_slli_epi32(_mm512_and_si512(t4, one), 4);
+        r = _mm512_or_si512(r,
+                            _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(t4, 1), one), 12));
+        r = _mm512_or_si512(r,
+                            _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(t4, 2), one), 20));
+        return _mm512_or_si512(
+            r, _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(t4, 3), one), 28));
+      };
+      Transpose16x4(blk + 6, rb, o);
+      for (int k = 0; k < 4; ++k) {
+        _mm512_storeu_si512(q + b * 8 + k, _mm512_or_si512(_mm512_and_si512(o[k], nib), high(k)));
+        _mm512_storeu_si512(
+            q + b * 8 + 4 + k,
+            _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(o[k], 4), nib), high(4 + k)));
+      }
+    }
+    return true;
+  }
+  // Q4_K
+  // The same 4 bytes of each row (scalar loads: vpgatherdd is slow on this machine).
+  auto gather = [&](const uint8_t* p) {
+    auto ld = [&](int r) {
+      int32_t v;
+      std::memcpy(&v, p + r * rb, 4);
+      return v;
+    };
+    return _mm512_setr_epi32(ld(0), ld(1), ld(2), ld(3), ld(4), ld(5), ld(6), ld(7), ld(8), ld(9),
+                             ld(10), ld(11), ld(12), ld(13), ld(14), ld(15));
+  };
+  const __m512i m63 = _mm512_set1_epi32(63), m15 = _mm512_set1_epi32(15);
+  const __m512i m3 = _mm512_set1_epi32(3);
+  for (int b = 0; b < cols / 256; ++b) {
+    const uint8_t* blk = base + b * 144;
+    _mm512_storeu_ps(&t->d[b * 16], LoadF16x16(blk, rb));
+    _mm512_storeu_ps(&t->dmin[b * 16], LoadF16x16(blk + 2, rb));
+    const __m512i s0 = gather(blk + 4), s1 = gather(blk + 8), s2 = gather(blk + 12);
+    for (int j = 0; j < 4; ++j) {  // GetScaleMinK4, 16 rows at once
+      const int sh = 8 * j;
+      const __m512i b0 = _mm512_srli_epi32(s0, sh), b1 = _mm512_srli_epi32(s1, sh);
+      const __m512i b2 = _mm512_srli_epi32(s2, sh);
+      _mm512_storeu_si512(&t->sc[(b * 8 + j) * 16], _mm512_and_si512(b0, m63));
+      _mm512_storeu_si512(&t->mn[(b * 8 + j) * 16], _mm512_and_si512(b1, m63));
+      const __m512i hs = _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(b0, 6), m3), 4);
+      const __m512i hm = _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(b1, 6), m3), 4);
+      _mm512_storeu_si512(&t->sc[(b * 8 + 4 + j) * 16],
+                          _mm512_or_si512(_mm512_and_si512(b2, m15), hs));
+      _mm512_storeu_si512(&t->mn[(b * 8 + 4 + j) * 16],
+                          _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(b2, 4), m15), hm));
+    }
+    const uint8_t* qs = blk + 16;
+    for (int c = 0; c < 8; ++c) {  // 16-byte chunk c: j = c / 2, dwords m = 4 * (c % 2) ..
+      Transpose16x4(qs + 16 * c, rb, o);
+      const int j = c / 2, m0 = 4 * (c % 2);
+#pragma GCC unroll 8
+      for (int k = 0; k < 4; ++k) {
+        _mm512_storeu_si512(q + b * 64 + 16 * j + m0 + k, _mm512_and_si512(o[k], nib));
+        _mm512_storeu_si512(q + b * 64 + 16 * j + 8 + m0 + k,
+                            _mm512_and_si512(_mm512_srli_epi32(o[k], 4), nib));
+      }
+    }
+  }
+  return true;
+}
+
+void KernelAvx512(const Tile& t, const Fmt& f, int cols, const Act& a, int n_tok, float* out,
+                  int64_t out_stride, int nr) {
+  int tok = 0;
+  // 8 tokens share each weight vector load and keep 8 independent dpbusd chains in flight.
+  for (; tok + 8 <= n_tok; tok += 8) KernelAvx512T<8>(t, f, cols, a, tok, out, out_stride, nr);
+  for (; tok + 4 <= n_tok; tok += 4) KernelAvx512T<4>(t, f, cols, a, tok, out, out_stride, nr);
+  for (; tok < n_tok; ++tok) KernelAvx512T<1>(t, f, cols, a, tok, out, out_stride, nr);
+}
+
+}  // namespace
+#pragma GCC pop_options
+
+namespace {
+
+// Row tiles [tile0, tile1) of width w: unpack once, apply to all tokens.
+void RunTiles(const WeightMatrix& wm, const Fmt& f, const Act& a, int n_tok, float* out, int kernel,
+              int64_t tile0, int64_t tile1) {
+  const int w = kernel == 2 ? 16 : kernel == 1 ? 8 : 1;
+  const int cols = static_cast<int>(wm.cols);
+  thread_local RowIR row;
+  thread_local Tile tile;
+  row.Resize(cols, f);
+  for (int64_t ti = tile0; ti < tile1; ++ti) {
+    const int64_t r0 = ti * w;
+    const int nr = static_cast<int>(std::min<int64_t>(w, wm.rows - r0));
+    if (!(kernel == 2 && PackTileAvx512(wm, f, r0, nr, &tile)) &&
+        !(kernel == 1 && PackTileAvx2(wm, f, r0, nr, &tile))) {
+      PackTile(wm, f, r0, nr, w, &row, &tile);
+    }
+    float* o = out + r0;
+    if (kernel == 2) {
+      KernelAvx512(tile, f, cols, a, n_tok, o, wm.rows, nr);
+    } else if (kernel == 1) {
+      KernelAvx2(tile, f, cols, a, n_tok, o, wm.rows, nr);
+    } else {
+      KernelScalar(tile, f, cols, a, n_tok, o, wm.rows);
+    }
+  }
+}
+
+// Below this many multiply-adds a product runs on the calling thread.
+constexpr int64_t kMinParallelWork = 1 << 17;
+
+}  // namespace
+
+bool IsIntDotType(DType t) {
+  return t == DType::kQ8_0 || t == DType::kQ4_0 || t == DType::kQ5_0 || t == DType::kQ4_K ||
+         t == DType::kQ5_K || t == DType::kQ6_K;
+}
+
+int IntKernelFor(CpuLevel level) {
+  if (level == CpuLevel::kAvx512 && HasAvx512Vnni()) return 2;
+  if (level >= CpuLevel::kAvx2) return 1;
+  return 0;
+}
+
+void QMatMul(const WeightMatrix& w, const float* x, int n_tokens, float* out, ThreadPool* pool,
+             int kernel) {
+  const Fmt f = GetFmt(w.dtype);
+  const int cols = static_cast<int>(w.cols);
+  GOOSE_CHECK(cols % f.sb == 0);
+  GOOSE_CHECK(kernel >= 0 && kernel <= IntKernelFor(DetectCpuLevel()));
+  thread_local Act a;
+  a.q.resize(static_cast<size_t>(n_tokens) * cols);
+  a.dx.resize(static_cast<size_t>(n_tokens) * (cols / f.sb));
+  a.bs.resize(static_cast<size_t>(n_tokens) * (cols / f.g));
+  for (int t = 0; t < n_tokens; ++t) {
+    (kernel == 2 ? QuantizeActAvx512 : QuantizeAct)(
+        x + static_cast<size_t>(t) * cols, cols, f, a.q.data() + static_cast<size_t>(t) * cols,
+        a.dx.data() + static_cast<size_t>(t) * (cols / f.sb),
+        a.bs.data() + static_cast<size_t>(t) * (cols / f.g));
+  }
+  const int tw = kernel == 2 ? 16 : kernel == 1 ? 8 : 1;
+  const int64_t n_tiles = (w.rows + tw - 1) / tw;
+  const int64_t work = w.rows * w.cols * n_tokens;
+  const Act& act = a;
+  if (pool == nullptr || pool->size() == 1 || work < kMinParallelWork) {
+    RunTiles(w, f, act, n_tokens, out, kernel, 0, n_tiles);
+    return;
+  }
+  pool->ParallelFor(
+      n_tiles, [&](int64_t t0, int64_t t1) { RunTiles(w, f, act, n_tokens, out, kernel, t0, t1); });
+}
+
+float QDotReference(DType t, const uint8_t* row, int64_t cols, const float* x) {
+  const Fmt f = GetFmt(t);
+  const int n = static_cast<int>(cols);
+  std::vector<int8_t> q(n);
+  std::vector<float> dx(n / f.sb);
+  std::vector<int32_t> bs(n / f.g);
+  QuantizeAct(x, n, f, q.data(), dx.data(), bs.data());
+  RowIR r;
+  r.Resize(n, f);
+  UnpackRow(t, row, n, &r);
+  // The defining order (qmatmul.h), written out directly on the unpacked row.
+  float acc = 0.0f;
+  for (int b = 0; b < n / f.sb; ++b) {
+    if (!f.k) {
+      int32_t s = 0;
+      for (int j = 0; j < 32; ++j) s += (r.q[b * 32 + j] - f.offset) * q[b * 32 + j];
+      acc = acc + (r.d[b] * dx[b]) * static_cast<float>(s);
+      continue;
+    }
+    int32_t i1 = 0, i2 = 0;
+    for (int g = b * (f.sb / f.g); g < (b + 1) * (f.sb / f.g); ++g) {
+      int32_t s = 0;
+      for (int j = 0; j < f.g; ++j) s += r.q[g * f.g + j] * q[g * f.g + j];
+      i1 += r.sc[g] * s;
+      i2 += r.mn[g] * bs[g];
+    }
+    acc = acc + (r.d[b] * dx[b]) * static_cast<float>(i1);
+    acc = acc - (r.dmin[b] * dx[b]) * static_cast<float>(i2);
+  }
+  return acc;
+}
+
+}  // namespace goose

@@ -1,0 +1,39 @@
+// Quantized weights x int8-quantized activations (Q8_0, Q4_0, Q5_0, Q4_K, Q5_K, Q6_K), used by
+// MatMul. Internal to ops; tests call it to compare kernel paths with the scalar reference.
+//
+// The numbers (identical on every CPU level, batch size and thread count):
+// - Each token's activation row is quantized on its own (batch-invariant): per block of 32
+//   (Q8_0/Q4_0 weights) or 256 (K-quants) a float scale dx = amax / 127 and int8 q =
+//   roundf(x / dx), plus the exact integer sums of q per group (32, or 16 for Q6_K).
+// - Integer dot products per group are exact, so any order/ISA gives the same integers.
+// - The float part of a row has one fixed order, block by block in increasing column order:
+//     Q8_0/Q4_0/Q5_0: acc = acc + (d * dx) * float(S - o * B)   (o = 128, 8, 16 on the
+//     unsigned levels; S - o * B is the signed-level dot product)
+//     K-quants:  acc = acc + (d * dx) * float(I1); acc = acc - (dmin * dx) * float(I2)
+//   with I1 = sum_g sc_g * S_g, I2 = sum_g m_g * B_g (Q6_K: m_g = 32 * sc_g, dmin = d).
+//   SIMD paths put one weight *row* per lane, so the per-row order is exactly the scalar one.
+#pragma once
+
+#include <cstdint>
+
+#include "ops/cpu_features.h"
+#include "ops/ops.h"
+
+namespace goose {
+
+// True for the dtypes QMatMul implements.
+bool IsIntDotType(DType t);
+
+// Which integer kernel a CPU level runs: 0 scalar, 1 AVX2, 2 AVX-512 VNNI (needs avx512vnni;
+// an AVX-512 CPU without it uses AVX2).
+int IntKernelFor(CpuLevel level);
+
+// out[t * w.rows + r] = row r of W . token t of x (the order above), using kernel `kernel`
+// (IntKernelFor). x: [n_tokens, W.cols].
+void QMatMul(const WeightMatrix& w, const float* x, int n_tokens, float* out, ThreadPool* pool,
+             int kernel);
+
+// Reference for one row and one token, straight from the blocks (plain scalar code, no IR).
+float QDotReference(DType t, const uint8_t* row, int64_t cols, const float* x);
+
+}  // namespace goose

@@ -1,0 +1,266 @@
+// Quantized formats and the integer-dot MatMul: round-trip bounds, known blocks, every kernel
+// path bitwise equal to the scalar reference for every batch size and thread count, and the
+// reference itself within the activation-quantization bound of the exact product.
+#include "ops/qmatmul.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "ops/cpu_features.h"
+#include "ops/ops.h"
+#include "ops/quant.h"
+#include "util/fp16.h"
+#include "util/rng.h"
+#include "util/thread_pool.h"
+
+namespace goose {
+namespace {
+
+const DType kIntTypes[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ5_0,
+                           DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
+
+std::vector<float> RandomRow(SplitMix64& r, int64_t n, double scale) {
+  std::vector<float> x(n);
+  for (auto& v : x) v = static_cast<float>(r.Normal() * scale);
+  return x;
+}
+
+std::vector<uint8_t> Quantize(DType t, const std::vector<float>& x, int64_t rows, int64_t cols) {
+  std::vector<uint8_t> q(static_cast<size_t>(RowBytes(t, cols) * rows));
+  for (int64_t r = 0; r < rows; ++r) {
+    QuantizeRow(t, x.data() + r * cols, cols, q.data() + r * RowBytes(t, cols));
+  }
+  return q;
+}
+
+// Per-element error bound of QuantizeRow -> DequantizeRow, from the block's own parameters
+// (quant.h): Q8_0 half a step; Q4_0/Q5_0 one step (the far side of the range clips at 15), both
+// plus the f16 rounding of d;
+// Q4_K/Q5_K half a step plus half a min step; Q6_K half a step. Plus f32 rounding.
+std::vector<double> ErrorBounds(DType t, const uint8_t* blk_row, const std::vector<float>& x) {
+  const int64_t n = static_cast<int64_t>(x.size());
+  std::vector<double> bound(n);
+  for (int64_t i = 0; i < n; ++i) {
+    double b = 0;
+    switch (t) {
+      case DType::kQ8_0: {
+        uint16_t dh;
+        std::memcpy(&dh, blk_row + (i / 32) * 34, 2);
+        // The levels use the unrounded d: add 127 f16 roundings of d (relative 2^-11, or
+        // 2^-25 absolute when d is subnormal).
+        b = F16ToF32(dh) * (0.5 + 127 * std::ldexp(1.0, -11)) + 127 * std::ldexp(1.0, -25);
+        break;
+      }
+      case DType::kQ4_0: {
+        uint16_t dh;
+        std::memcpy(&dh, blk_row + (i / 32) * 18, 2);
+        b = std::fabs(F16ToF32(dh)) * (1 + 8 * std::ldexp(1.0, -11)) + 8 * std::ldexp(1.0, -25);
+        break;
+      }
+      case DType::kQ5_0: {
+        uint16_t dh;
+        std::memcpy(&dh, blk_row + (i / 32) * 22, 2);
+        b = std::fabs(F16ToF32(dh)) * (1 + 16 * std::ldexp(1.0, -11)) + 16 * std::ldexp(1.0, -25);
+        break;
+      }
+      case DType::kQ4_K:
+      case DType::kQ5_K: {
+        const uint8_t* blk = blk_row + (i / 256) * (t == DType::kQ4_K ? 144 : 176);
+        uint16_t dh, mh;
+        std::memcpy(&dh, blk, 2);
+        std::memcpy(&mh, blk + 2, 2);
+        uint8_t sc, m;
+        GetScaleMinK4(static_cast<int>((i % 256) / 32), blk + 4, &sc, &m);
+        b = 0.5 * F16ToF32(dh) * sc + 0.5 * F16ToF32(mh);
+        break;
+      }
+      case DType::kQ6_K: {
+        const uint8_t* blk = blk_row + (i / 256) * 210;
+        uint16_t dh;
+        std::memcpy(&dh, blk + 208, 2);
+        b = 0.5 * F16ToF32(dh) * static_cast<int8_t>(blk[192 + (i % 256) / 16]);
+        break;
+      }
+      default:
+        break;
+    }
+    bound[i] = b * 1.0001 + 1e-6 * std::fabs(x[i]) + 1e-30;
+  }
+  return bound;
+}
+
+TEST(QMatMulTest, RoundTripWithinFormatBounds) {
+  SplitMix64 rng(1);
+  const int64_t n = 256 * 6;
+  for (double scale : {1e-3, 1.0, 300.0}) {
+    for (DType t : kIntTypes) {
+      std::vector<float> x = RandomRow(rng, n, scale);
+      x[5] = 0.0f;
+      for (int i = 256; i < 512; ++i) x[i] = 0.0f;             // an all-zero super-block
+      for (int i = 512; i < 768; ++i) x[i] = std::fabs(x[i]);  // all positive (min = 0)
+      std::vector<uint8_t> q(static_cast<size_t>(RowBytes(t, n)) + 1);
+      QuantizeRow(t, x.data(), n, q.data() + 1);  // +1: unaligned
+      std::vector<float> y(n);
+      DequantizeRow(t, q.data() + 1, n, y.data());
+      const auto bound = ErrorBounds(t, q.data() + 1, x);
+      double rms = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        ASSERT_LE(std::fabs(static_cast<double>(x[i]) - y[i]), bound[i])
+            << GetDTypeInfo(t).name << " scale " << scale << " i " << i << " x " << x[i];
+        rms += (x[i] - y[i]) * (x[i] - y[i]);
+        if (i >= 256 && i < 512) ASSERT_EQ(y[i], 0.0f);
+      }
+      // Relative RMS error of each format on Gaussian data, loosely: 4-bit < 0.12, 6/8-bit
+      // < 0.03 (and nonzero: it does quantize).
+      rms = std::sqrt(rms / n) / scale;
+      const bool four = t == DType::kQ4_0 || t == DType::kQ4_K;
+      const bool five = t == DType::kQ5_0 || t == DType::kQ5_K;
+      EXPECT_LT(rms, four ? 0.12 : five ? 0.06 : 0.03) << GetDTypeInfo(t).name;
+      EXPECT_GT(rms, 1e-4) << GetDTypeInfo(t).name;
+    }
+  }
+}
+
+TEST(QMatMulTest, KnownQ4_0Block) {
+  // ggml's reference: d = max / -8 where max is the signed value of largest magnitude.
+  std::vector<float> x(32);
+  for (int i = 0; i < 32; ++i) x[i] = static_cast<float>(i - 16) * 0.5f;  // -8 .. 7.5
+  BlockQ4_0 blk;
+  QuantizeRow(DType::kQ4_0, x.data(), 32, &blk);
+  EXPECT_EQ(F16ToF32(blk.d), 1.0f);  // -8 / -8
+  EXPECT_EQ(blk.qs[0] & 0xF, 0);     // -8 * (1/1) + 8.5 -> 0
+  EXPECT_EQ(blk.qs[0] >> 4, 8);      // x[16] = 0 -> 8
+  EXPECT_EQ(blk.qs[15] >> 4, 15);    // 7.5 + 8.5 = 16 -> clamped to 15
+  std::vector<float> y(32);
+  DequantizeRow(DType::kQ4_0, &blk, 32, y.data());
+  EXPECT_EQ(y[0], -8.0f);
+  EXPECT_EQ(y[31], 7.0f);
+}
+
+TEST(QMatMulTest, KnownQ5_0Block) {
+  std::vector<float> x(32);
+  for (int i = 0; i < 32; ++i) x[i] = static_cast<float>(i - 16);  // -16 .. 15
+  BlockQ5_0 blk;
+  QuantizeRow(DType::kQ5_0, x.data(), 32, &blk);
+  EXPECT_EQ(F16ToF32(blk.d), 1.0f);  // -16 / -16
+  std::vector<float> y(32);
+  DequantizeRow(DType::kQ5_0, &blk, 32, y.data());
+  for (int i = 0; i < 32; ++i) EXPECT_EQ(y[i], x[i]) << i;  // exactly representable
+  EXPECT_EQ(blk.qh[0], 0);                                  // values 0..7 have level < 16
+  EXPECT_EQ(blk.qh[2], 0xFF);                               // values 16..23 have level >= 16
+}
+
+TEST(QMatMulTest, K4ScaleMinPackingRoundTrips) {
+  // Every 6-bit scale/min in every slot survives the 12-byte packing.
+  std::vector<float> x(256);
+  SplitMix64 rng(5);
+  for (int rep = 0; rep < 20; ++rep) {
+    for (auto& v : x) v = static_cast<float>(rng.Normal());
+    for (int j = 0; j < 8; ++j) {  // sub-block ranges of very different widths
+      const float s = std::ldexp(1.0f, static_cast<int>(rng.Below(7)) - 3);
+      for (int l = 0; l < 32; ++l) x[32 * j + l] *= s;
+    }
+    BlockQ4_K blk;
+    QuantizeRow(DType::kQ4_K, x.data(), 256, &blk);
+    std::vector<float> y(256);
+    DequantizeRow(DType::kQ4_K, &blk, 256, y.data());
+    const auto bound = ErrorBounds(DType::kQ4_K, reinterpret_cast<uint8_t*>(&blk), x);
+    for (int i = 0; i < 256; ++i) ASSERT_LE(std::fabs(x[i] - y[i]), bound[i]) << i;
+  }
+}
+
+std::vector<int> Kernels() {
+  std::vector<int> k = {0};
+  if (DetectCpuLevel() >= CpuLevel::kAvx2) k.push_back(1);
+  if (IntKernelFor(DetectCpuLevel()) == 2) k.push_back(2);
+  return k;
+}
+
+// The reference is the exact product up to activation quantization: each x moves by at most
+// half a step of its block (amax / 254), so |err| <= sum |w_i| * step_i / 2 (+ f32 rounding).
+TEST(QMatMulTest, ReferenceDotWithinActivationQuantizationBound) {
+  SplitMix64 rng(7);
+  const int cols = 512;
+  for (DType t : kIntTypes) {
+    const int sb = GetDTypeInfo(t).block_size == 32 ? 32 : 256;
+    for (int rep = 0; rep < 8; ++rep) {
+      const auto wf = RandomRow(rng, cols, 1.0);
+      const auto q = Quantize(t, wf, 1, cols);
+      std::vector<float> w(cols);
+      DequantizeRow(t, q.data(), cols, w.data());
+      const auto x = RandomRow(rng, cols, rep + 0.5);
+      double exact = 0, tol = 0;
+      for (int b = 0; b < cols / sb; ++b) {
+        double amax = 0, wabs = 0;
+        for (int i = b * sb; i < (b + 1) * sb; ++i) {
+          exact += static_cast<double>(w[i]) * x[i];
+          amax = std::max(amax, std::fabs(static_cast<double>(x[i])));
+          wabs += std::fabs(static_cast<double>(w[i]));
+        }
+        tol += wabs * amax / 254.0 * 1.001 + 1e-5 * wabs * amax;
+      }
+      EXPECT_NEAR(QDotReference(t, q.data(), cols, x.data()), exact, tol)
+          << GetDTypeInfo(t).name << " rep " << rep;
+    }
+  }
+}
+
+// Every kernel path, batch size and thread count gives the reference's bits.
+TEST(QMatMulTest, EveryKernelBatchAndThreadCountEqualsReferenceBitwise) {
+  ThreadPool pool2(2), pool3(3);
+  ThreadPool* pools[] = {nullptr, &pool2, &pool3};
+  SplitMix64 rng(9);
+  const int rows = 37, cols = 768, max_tok = 11;  // 37: partial tiles of 16 and 8
+  for (DType t : kIntTypes) {
+    const auto wf = RandomRow(rng, static_cast<int64_t>(rows) * cols, 0.1);
+    const auto q = Quantize(t, wf, rows, cols);
+    WeightMatrix w{t, q.data(), rows, cols};
+    auto x = RandomRow(rng, static_cast<int64_t>(max_tok) * cols, 3.0);
+    for (int i = 0; i < cols; ++i) x[i] = 0.0f;  // a zero token: dx = 0 must be fine
+    std::vector<float> ref(static_cast<size_t>(max_tok) * rows);
+    for (int tok = 0; tok < max_tok; ++tok) {
+      for (int r = 0; r < rows; ++r) {
+        ref[tok * rows + r] = QDotReference(t, q.data() + r * w.row_bytes(), cols,
+                                            x.data() + static_cast<size_t>(tok) * cols);
+      }
+    }
+    for (int k : Kernels()) {
+      for (ThreadPool* pool : pools) {
+        for (int n : {1, 4, 5, max_tok}) {
+          std::vector<float> out(static_cast<size_t>(n) * rows, -7.0f);
+          QMatMul(w, x.data(), n, out.data(), pool, k);
+          for (size_t i = 0; i < out.size(); ++i) {
+            ASSERT_EQ(std::memcmp(&out[i], &ref[i], 4), 0)
+                << GetDTypeInfo(t).name << " kernel " << k << " threads "
+                << (pool ? pool->size() : 1) << " n " << n << " token " << i / rows << " row "
+                << i % rows << ": " << out[i] << " vs " << ref[i];
+          }
+        }
+      }
+    }
+  }
+}
+
+// MatMul dispatches quantized dtypes to QMatMul with the level's kernel.
+TEST(QMatMulTest, MatMulUsesIntegerPath) {
+  SplitMix64 rng(11);
+  const int rows = 20, cols = 256;
+  for (DType t : kIntTypes) {
+    const auto q = Quantize(t, RandomRow(rng, rows * cols, 1.0), rows, cols);
+    WeightMatrix w{t, q.data(), rows, cols};
+    const auto x = RandomRow(rng, cols, 1.0);
+    std::vector<float> out(rows);
+    MatMul(w, x.data(), 1, out.data(), nullptr);
+    for (int r = 0; r < rows; ++r) {
+      const float want = QDotReference(t, q.data() + r * w.row_bytes(), cols, x.data());
+      ASSERT_EQ(std::memcmp(&out[r], &want, 4), 0) << GetDTypeInfo(t).name << " row " << r;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace goose
