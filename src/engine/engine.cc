@@ -177,12 +177,10 @@ Engine::Draft Engine::ProposeTree(Request& r, int budget) {
       if (table->HasSuccessors(r.anchor, r.anchor_prev)) {
         // Re-solve the DP as the measured per-rank acceptance moves (every 16 cycles).
         const SpecStats& history = method_stats_[static_cast<int>(SpecMethod::kSequoia)];
-        const int64_t seen = history.cycles + r.stats.cycles;
+        const int64_t seen = history.cycles;
         if (sequoia_shape_cycles_ < 0 || seen - sequoia_shape_cycles_ >= 16 ||
             sequoia_budget_ != budget) {
-          SpecStats merged = history;
-          merged.Merge(r.stats);
-          sequoia_shape_ = SequoiaDp(SequoiaAcceptance(merged), budget, 6);
+          sequoia_shape_ = SequoiaDp(SequoiaAcceptance(history), budget, 6);
           sequoia_shape_cycles_ = seen;
           sequoia_budget_ = budget;
         }
@@ -289,7 +287,7 @@ StatusOr<GenerateResult> Engine::Generate(std::span<const int32_t> prompt,
   if (on_tokens && !on_tokens(std::span<const int32_t>(&first, 1))) stopped = true;
   r.anchor = first;
   r.anchor_prev = prompt.back();
-  const SpecStats& history = method_stats_[static_cast<int>(method)];
+  SpecStats& history = method_stats_[static_cast<int>(method)];  // updated every cycle
 
   while (!stopped && static_cast<int>(out.size()) < params.n_predict) {
     const int n_past = ctx_->n_past();
@@ -298,11 +296,7 @@ StatusOr<GenerateResult> Engine::Generate(std::span<const int32_t> prompt,
       break;
     }
     int budget = spec.budget > 0 ? spec.budget : DefaultBudget(method);
-    if (spec.choose_budget) {
-      SpecStats seen = history;
-      seen.Merge(r.stats);
-      budget = std::clamp(spec.choose_budget(seen), 1, 128);
-    }
+    if (spec.choose_budget) budget = std::clamp(spec.choose_budget(history), 1, 128);
     // Sources propose, a builder shapes the tree ...
     Draft d = ProposeTree(r, budget);
     DraftTree& tree = d.tree;
@@ -321,6 +315,7 @@ StatusOr<GenerateResult> Engine::Generate(std::span<const int32_t> prompt,
     ctx_->KeepPath(keep);
 
     AccumulateStats(tree, acc, &r.stats);
+    AccumulateStats(tree, acc, &history);
     if (d.spine_class >= 0) goose_acceptance_.Update(tree, acc, d.spine_class);
     if (method == SpecMethod::kGoose && !r.tuned_goose && InferRoute(tree) == Route::kSpineTree) {
       int spine_nodes = 0, spine_accepted = 0;
@@ -345,7 +340,6 @@ StatusOr<GenerateResult> Engine::Generate(std::span<const int32_t> prompt,
   }
   result.decode_seconds = Seconds(t0);
   result.stats = r.stats;
-  method_stats_[static_cast<int>(method)].Merge(r.stats);
   total_.Merge(r.stats);
   return result;
 }

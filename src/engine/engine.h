@@ -54,7 +54,8 @@ struct SpecParams {
   // Tuned GOOSE: also draft unigram-row tokens missing from a known bigram list.
   bool unigram_extras = true;
   // Cost-aware budget (--budget auto): if set, called before every cycle with the statistics
-  // measured so far for this method (across requests) and returns the node budget to use.
+  // measured so far for this method (across requests, up to the previous cycle) and returns the
+  // node budget to use.
   std::function<int(const SpecStats& history)> choose_budget;
 };
 
