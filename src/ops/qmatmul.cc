@@ -5,11 +5,16 @@
 // columns of each of the W rows, plus per-block scales as floats/ints - and then applied to
 // every token of the batch. With rows in lanes, VNNI's vpdpbusd (u8 x s8 -> s32, 4 columns per
 // lane) needs no horizontal sums, and each lane's float accumulation is the scalar order.
+//
+// For a few tokens (decode) on AVX-512 that unpack is most of the work, so full tiles of Q8_0,
+// Q4_0, Q5_0 and Q4_K are read straight from the blocks instead ("direct" kernels): integer
+// row sums are folded into the same lane layout, and the float code is the tile kernel's.
 #include "ops/qmatmul.h"
 
 #include <immintrin.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -783,12 +788,315 @@ void KernelAvx512(const Tile& t, const Fmt& f, int cols, const Act& a, int n_tok
   for (; tok < n_tok; ++tok) KernelAvx512T<1>(t, f, cols, a, tok, out, out_stride, nr);
 }
 
+// ---- Direct (row-major) AVX-512 kernel for a few tokens. ----
+// For B <= DirectMaxTok(dtype) the tile's unpack + transpose costs more than the dot products it
+// serves, so full 16-row tiles are read straight from the blocks: one vector holds 32 bytes of
+// two rows, vpdpbusd multiplies it with the token's bytes (broadcast to both halves), and
+// Reduce8 folds 8 such vectors into one vector of 16 per-row integer sums *in row order* - the
+// tile kernel's lane layout. Integer sums are exact in any order, and the float part below is
+// the tile kernel's lane-wise code, so every row's result has the same bits.
+
+// Rows (a, a + 4), a = 8 * (p / 4) + p % 4, 32 bytes each at p + row * rb: the pairing that
+// makes Reduce8's output come out in row order.
+inline __m512i LoadRowPair(const uint8_t* p, int64_t rb, int pair) {
+  const int a = 8 * (pair >> 2) + (pair & 3);
+  const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + a * rb));
+  const __m256i hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + (a + 4) * rb));
+  return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+
+// z[p] = (row a's 8 partial sums, row a + 4's) as LoadRowPair pairs them -> the 16 row totals.
+inline __m512i Reduce8(const __m512i* z) {
+  __m512i t[4];
+#pragma GCC unroll 4
+  for (int m = 0; m < 4; ++m) {
+    t[m] = _mm512_add_epi32(_mm512_unpacklo_epi32(z[2 * m], z[2 * m + 1]),
+                            _mm512_unpackhi_epi32(z[2 * m], z[2 * m + 1]));
+  }
+  // u0's 128-bit lane k holds the lane-k sums of z0..z3, u1 those of z4..z7.
+  const __m512i u0 = _mm512_add_epi32(_mm512_unpacklo_epi64(t[0], t[1]),
+                                      _mm512_unpackhi_epi64(t[0], t[1]));
+  const __m512i u1 = _mm512_add_epi32(_mm512_unpacklo_epi64(t[2], t[3]),
+                                      _mm512_unpackhi_epi64(t[2], t[3]));
+  return _mm512_add_epi32(_mm512_shuffle_i32x4(u0, u1, 0x88), _mm512_shuffle_i32x4(u0, u1, 0xDD));
+}
+
+// Pulls the bytes [lo, hi) of the upcoming rows into cache, a slice per block, so that 16
+// side-by-side row reads hit cache instead of stalling on DRAM (null: nothing ahead).
+inline void PrefetchSlice(const uint8_t* pf, int64_t lo, int64_t hi) {
+  if (pf == nullptr) return;
+  for (int64_t o = lo & ~int64_t{63}; o < hi; o += 64) {
+    _mm_prefetch(reinterpret_cast<const char*>(pf + o), _MM_HINT_T0);
+  }
+}
+
+// The f16 at p + r * rb for r = 0..15 (rows = r * rb in int32 lanes): one gather, cheaper than
+// LoadF16x16's 16 inserts. Reads the 2 bytes after each f16 too (still inside the block).
+inline __m512 GatherF16x16(const uint8_t* p, __m512i rows) {
+  const __m512i v = _mm512_i32gather_epi32(rows, reinterpret_cast<const int*>(p), 1);
+  return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(v));
+}
+
+inline __m512i RowOffsets(int64_t rb) {
+  return _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                            _mm512_set1_epi32(static_cast<int32_t>(rb)));
+}
+
+inline __m512i Broadcast32(const int8_t* p) {
+  return _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+
+// Q8_0: IR level = q ^ 0x80 = q + 128, i = S - 128 * B as in the tile kernel.
+template <int NT>
+void DirectQ8_0(const uint8_t* base, int64_t rb, int cols, const Act& a, int tok0,
+                const uint8_t* pf, float* out, int64_t out_stride) {
+  const int nsb = cols / 32;
+  const int64_t pf_step = (16 * rb + nsb - 1) / nsb;
+
+  const __m512i x80 = _mm512_set1_epi8(static_cast<char>(0x80));
+  const int8_t* xq[NT];
+  const float* dx[NT];
+  const int32_t* bs[NT];
+  __m512 acc[NT];
+#pragma GCC unroll 4
+  for (int j = 0; j < NT; ++j) {
+    xq[j] = a.q.data() + static_cast<size_t>(tok0 + j) * cols;
+    dx[j] = a.dx.data() + static_cast<size_t>(tok0 + j) * nsb;
+    bs[j] = a.bs.data() + static_cast<size_t>(tok0 + j) * nsb;
+    acc[j] = _mm512_setzero_ps();
+  }
+  for (int b = 0; b < nsb; ++b) {
+    PrefetchSlice(pf, b * pf_step, (b + 1) * pf_step);
+    const uint8_t* blk = base + b * 34;
+    __m512i z[8];
+#pragma GCC unroll 8
+    for (int p = 0; p < 8; ++p) z[p] = _mm512_xor_si512(LoadRowPair(blk + 2, rb, p), x80);
+    const __m512 dv = LoadF16x16(blk, rb);
+#pragma GCC unroll 4
+    for (int j = 0; j < NT; ++j) {
+      const __m512i xv = Broadcast32(xq[j] + b * 32);
+      __m512i s[8];
+#pragma GCC unroll 8
+      for (int p = 0; p < 8; ++p) s[p] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), z[p], xv);
+      const __m512i i = _mm512_sub_epi32(Reduce8(s), _mm512_set1_epi32(128 * bs[j][b]));
+      const __m512 dd = _mm512_mul_ps(dv, _mm512_set1_ps(dx[j][b]));
+      acc[j] = _mm512_add_ps(acc[j], _mm512_mul_ps(dd, _mm512_cvtepi32_ps(i)));
+    }
+  }
+#pragma GCC unroll 4
+  for (int j = 0; j < NT; ++j) _mm512_storeu_ps(out + (tok0 + j) * out_stride, acc[j]);
+}
+
+// Q4_K: 32 bytes of qs per row hold group 2c (low nibbles) and 2c + 1 (high nibbles).
+template <int NT>
+void DirectQ4_K(const uint8_t* base, int64_t rb, int cols, const Act& a, int tok0,
+                const uint8_t* pf, float* out, int64_t out_stride) {
+  const int nsb = cols / 256, ng = cols / 32;
+  const int64_t pf_step = (16 * rb + nsb - 1) / nsb;
+
+  const __m512i nib = _mm512_set1_epi8(0x0F);
+  const __m512i m63 = _mm512_set1_epi32(63), m15 = _mm512_set1_epi32(15);
+  const __m512i m3 = _mm512_set1_epi32(3);
+  const int8_t* xq[NT];
+  const float* dx[NT];
+  const int32_t* bs[NT];
+  __m512 acc[NT];
+#pragma GCC unroll 4
+  for (int j = 0; j < NT; ++j) {
+    xq[j] = a.q.data() + static_cast<size_t>(tok0 + j) * cols;
+    dx[j] = a.dx.data() + static_cast<size_t>(tok0 + j) * nsb;
+    bs[j] = a.bs.data() + static_cast<size_t>(tok0 + j) * ng;
+    acc[j] = _mm512_setzero_ps();
+  }
+  // Per-row scalars by vpgatherdd: 5 gathers instead of 80 scalar loads + inserts.
+  const __m512i rows = RowOffsets(rb);
+  auto gather = [&](const uint8_t* p) {  // the same 4 bytes of each of the 16 rows
+    return _mm512_i32gather_epi32(rows, reinterpret_cast<const int*>(p), 1);
+  };
+  for (int b = 0; b < nsb; ++b) {
+    PrefetchSlice(pf, b * pf_step, (b + 1) * pf_step);
+    const uint8_t* blk = base + b * 144;
+    const __m512 dv = GatherF16x16(blk, rows), mv = GatherF16x16(blk + 2, rows);
+    __m512i sc[8], mn[8];  // GetScaleMinK4, 16 rows at once (as PackTileAvx512)
+    const __m512i s0 = gather(blk + 4), s1 = gather(blk + 8), s2 = gather(blk + 12);
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) {
+      const int sh = 8 * j;
+      const __m512i b0 = _mm512_srli_epi32(s0, sh), b1 = _mm512_srli_epi32(s1, sh);
+      const __m512i b2 = _mm512_srli_epi32(s2, sh);
+      sc[j] = _mm512_and_si512(b0, m63);
+      mn[j] = _mm512_and_si512(b1, m63);
+      const __m512i hs = _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(b0, 6), m3), 4);
+      const __m512i hm = _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(b1, 6), m3), 4);
+      sc[4 + j] = _mm512_or_si512(_mm512_and_si512(b2, m15), hs);
+      mn[4 + j] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(b2, 4), m15), hm);
+    }
+    __m512i i1[NT], i2[NT];
+#pragma GCC unroll 4
+    for (int j = 0; j < NT; ++j) i1[j] = i2[j] = _mm512_setzero_si512();
+    for (int c = 0; c < 4; ++c) {
+      __m512i lo[8], hi[8];
+#pragma GCC unroll 8
+      for (int p = 0; p < 8; ++p) {
+        const __m512i z = LoadRowPair(blk + 16 + 32 * c, rb, p);
+        lo[p] = _mm512_and_si512(z, nib);
+        hi[p] = _mm512_and_si512(_mm512_srli_epi16(z, 4), nib);
+      }
+#pragma GCC unroll 4
+      for (int j = 0; j < NT; ++j) {
+        const int8_t* xg = xq[j] + b * 256 + 64 * c;
+        const __m512i xl = Broadcast32(xg), xh = Broadcast32(xg + 32);
+        __m512i sl[8], sh[8];
+#pragma GCC unroll 8
+        for (int p = 0; p < 8; ++p) {
+          sl[p] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo[p], xl);
+          sh[p] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), hi[p], xh);
+        }
+        const int g = b * 8 + 2 * c;
+        i1[j] = _mm512_add_epi32(i1[j], _mm512_mullo_epi32(sc[2 * c], Reduce8(sl)));
+        i1[j] = _mm512_add_epi32(i1[j], _mm512_mullo_epi32(sc[2 * c + 1], Reduce8(sh)));
+        const __m512i b0 = _mm512_set1_epi32(bs[j][g]), b1 = _mm512_set1_epi32(bs[j][g + 1]);
+        i2[j] = _mm512_add_epi32(i2[j], _mm512_mullo_epi32(mn[2 * c], b0));
+        i2[j] = _mm512_add_epi32(i2[j], _mm512_mullo_epi32(mn[2 * c + 1], b1));
+      }
+    }
+#pragma GCC unroll 4
+    for (int j = 0; j < NT; ++j) {  // the tile kernel's float code, lane for lane
+      const __m512 x = _mm512_set1_ps(dx[j][b]);
+      acc[j] =
+          _mm512_add_ps(acc[j], _mm512_mul_ps(_mm512_mul_ps(dv, x), _mm512_cvtepi32_ps(i1[j])));
+      acc[j] =
+          _mm512_sub_ps(acc[j], _mm512_mul_ps(_mm512_mul_ps(mv, x), _mm512_cvtepi32_ps(i2[j])));
+    }
+  }
+#pragma GCC unroll 4
+  for (int j = 0; j < NT; ++j) _mm512_storeu_ps(out + (tok0 + j) * out_stride, acc[j]);
+}
+
+// Rows (q, q + 4, q + 8, q + 12), 16 bytes each at p + row * rb: Reduce4's pairing.
+inline __m512i LoadRowQuad(const uint8_t* p, int64_t rb, int q) {
+  auto ld = [&](int r) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + r * rb)); };
+  __m512i v = _mm512_castsi128_si512(ld(q));
+  v = _mm512_inserti32x4(v, ld(q + 4), 1);
+  v = _mm512_inserti32x4(v, ld(q + 8), 2);
+  return _mm512_inserti32x4(v, ld(q + 12), 3);
+}
+
+// z[q] = 4 partial sums of rows q, q + 4, q + 8, q + 12 (128-bit lanes) -> 16 row totals.
+inline __m512i Reduce4(const __m512i* z) {
+  const __m512i t0 = _mm512_add_epi32(_mm512_unpacklo_epi32(z[0], z[1]),
+                                      _mm512_unpackhi_epi32(z[0], z[1]));
+  const __m512i t1 = _mm512_add_epi32(_mm512_unpacklo_epi32(z[2], z[3]),
+                                      _mm512_unpackhi_epi32(z[2], z[3]));
+  return _mm512_add_epi32(_mm512_unpacklo_epi64(t0, t1), _mm512_unpackhi_epi64(t0, t1));
+}
+
+// Q4_0 / Q5_0: 16 bytes of qs per row, low nibbles = columns 0..15, high = 16..31; Q5_0's bit j
+// of qh is bit 4 of column j's level. i = S - offset * B as in the tile kernel.
+template <int NT, bool kFive>
+void DirectQ4Q5_0(const uint8_t* base, int64_t rb, int cols, const Act& a, int tok0,
+                  const uint8_t* pf, float* out, int64_t out_stride) {
+  const int nsb = cols / 32, bb = kFive ? 22 : 18, qs = kFive ? 6 : 2, offset = kFive ? 16 : 8;
+  const int64_t pf_step = (16 * rb + nsb - 1) / nsb;
+
+  const __m512i nib = _mm512_set1_epi8(0x0F), bit4 = _mm512_set1_epi8(0x10);
+  const int8_t* xq[NT];
+  const float* dx[NT];
+  const int32_t* bs[NT];
+  __m512 acc[NT];
+#pragma GCC unroll 4
+  for (int j = 0; j < NT; ++j) {
+    xq[j] = a.q.data() + static_cast<size_t>(tok0 + j) * cols;
+    dx[j] = a.dx.data() + static_cast<size_t>(tok0 + j) * nsb;
+    bs[j] = a.bs.data() + static_cast<size_t>(tok0 + j) * nsb;
+    acc[j] = _mm512_setzero_ps();
+  }
+  for (int b = 0; b < nsb; ++b) {
+    PrefetchSlice(pf, b * pf_step, (b + 1) * pf_step);
+    const uint8_t* blk = base + b * bb;
+    __m512i lo[4], hi[4];
+#pragma GCC unroll 4
+    for (int q = 0; q < 4; ++q) {
+      const __m512i z = LoadRowQuad(blk + qs, rb, q);
+      lo[q] = _mm512_and_si512(z, nib);
+      hi[q] = _mm512_and_si512(_mm512_srli_epi16(z, 4), nib);
+      if (kFive) {
+        uint64_t mlo = 0, mhi = 0;
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; ++k) {
+          uint32_t h;
+          std::memcpy(&h, blk + 2 + (q + 4 * k) * rb, 4);
+          mlo |= static_cast<uint64_t>(h & 0xFFFF) << (16 * k);
+          mhi |= static_cast<uint64_t>(h >> 16) << (16 * k);
+        }
+        lo[q] = _mm512_or_si512(lo[q], _mm512_maskz_mov_epi8(mlo, bit4));
+        hi[q] = _mm512_or_si512(hi[q], _mm512_maskz_mov_epi8(mhi, bit4));
+      }
+    }
+    const __m512 dv = LoadF16x16(blk, rb);
+#pragma GCC unroll 4
+    for (int j = 0; j < NT; ++j) {
+      const __m512i xl = _mm512_broadcast_i32x4(
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(xq[j] + b * 32)));
+      const __m512i xh = _mm512_broadcast_i32x4(
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(xq[j] + b * 32 + 16)));
+      __m512i s[4];
+#pragma GCC unroll 4
+      for (int q = 0; q < 4; ++q) {
+        s[q] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo[q], xl), hi[q],
+                                   xh);
+      }
+      const __m512i i = _mm512_sub_epi32(Reduce4(s), _mm512_set1_epi32(offset * bs[j][b]));
+      const __m512 dd = _mm512_mul_ps(dv, _mm512_set1_ps(dx[j][b]));
+      acc[j] = _mm512_add_ps(acc[j], _mm512_mul_ps(dd, _mm512_cvtepi32_ps(i)));
+    }
+  }
+#pragma GCC unroll 4
+  for (int j = 0; j < NT; ++j) _mm512_storeu_ps(out + (tok0 + j) * out_stride, acc[j]);
+}
+
+// The most tokens the direct kernel takes for dtype t (0: none). Beyond it the tile's unpack,
+// amortized over the batch, is cheaper than a reduction per token (measured break-even: Q8_0
+// and Q4_K about 4-8 tokens; Q4_0 / Q5_0, whose tiles cost more to unpack, beyond 8).
+int DirectMaxTok(DType t) {
+  if (t == DType::kQ4_0 || t == DType::kQ5_0) return 8;
+  if (t == DType::kQ8_0 || t == DType::kQ4_K) return 4;
+  return 0;
+}
+
+// The 16 rows at r0 (a full tile) for n_tok <= DirectMaxTok tokens; pf: the next rows, to
+// prefetch meanwhile (or null).
+void RunDirect(const WeightMatrix& wm, int64_t r0, const Act& a, int n_tok, const uint8_t* pf,
+               float* out) {
+  const int64_t rb = wm.row_bytes();
+  const uint8_t* base = static_cast<const uint8_t*>(wm.data) + r0 * rb;
+  const int cols = static_cast<int>(wm.cols);
+  auto run = [&](auto kernel) {
+    int tok = 0;
+    for (; tok + 4 <= n_tok; tok += 4) kernel.template operator()<4>(tok);
+    for (; tok + 2 <= n_tok; tok += 2) kernel.template operator()<2>(tok);
+    for (; tok < n_tok; ++tok) kernel.template operator()<1>(tok);
+  };
+  if (wm.dtype == DType::kQ8_0) {
+    run([&]<int NT>(int tok) { DirectQ8_0<NT>(base, rb, cols, a, tok, pf, out, wm.rows); });
+  } else if (wm.dtype == DType::kQ4_0) {
+    run([&]<int NT>(int tok) {
+      DirectQ4Q5_0<NT, false>(base, rb, cols, a, tok, pf, out, wm.rows);
+    });
+  } else if (wm.dtype == DType::kQ5_0) {
+    run([&]<int NT>(int tok) { DirectQ4Q5_0<NT, true>(base, rb, cols, a, tok, pf, out, wm.rows); });
+  } else {
+    run([&]<int NT>(int tok) { DirectQ4_K<NT>(base, rb, cols, a, tok, pf, out, wm.rows); });
+  }
+}
+
 }  // namespace
 #pragma GCC pop_options
 
 namespace {
 
-// Row tiles [tile0, tile1) of width w: unpack once, apply to all tokens.
+// Row tiles [tile0, tile1) of width w: unpack once, apply to all tokens (or, for a few tokens,
+// the direct kernels on full tiles).
 void RunTiles(const WeightMatrix& wm, const Fmt& f, const Act& a, int n_tok, float* out, int kernel,
               int64_t tile0, int64_t tile1) {
   const int w = kernel == 2 ? 16 : kernel == 1 ? 8 : 1;
@@ -796,9 +1104,19 @@ void RunTiles(const WeightMatrix& wm, const Fmt& f, const Act& a, int n_tok, flo
   thread_local RowIR row;
   thread_local Tile tile;
   row.Resize(cols, f);
+  const bool direct = kernel == 2 && n_tok <= DirectMaxTok(wm.dtype);
   for (int64_t ti = tile0; ti < tile1; ++ti) {
     const int64_t r0 = ti * w;
     const int nr = static_cast<int>(std::min<int64_t>(w, wm.rows - r0));
+    if (direct && nr == 16) {
+      // Prefetch the next tile while it is this thread's and full (one tile ahead measured
+      // best: two tiles plus the current one overflow L1).
+      const bool ahead = ti + 1 < tile1 && (ti + 2) * w <= wm.rows;
+      const uint8_t* pf =
+          ahead ? static_cast<const uint8_t*>(wm.data) + (r0 + w) * wm.row_bytes() : nullptr;
+      RunDirect(wm, r0, a, n_tok, pf, out + r0);
+      continue;
+    }
     if (!(kernel == 2 && PackTileAvx512(wm, f, r0, nr, &tile)) &&
         !(kernel == 1 && PackTileAvx2(wm, f, r0, nr, &tile))) {
       PackTile(wm, f, r0, nr, w, &row, &tile);
@@ -854,8 +1172,17 @@ void QMatMul(const WeightMatrix& w, const float* x, int n_tokens, float* out, Th
     RunTiles(w, f, act, n_tokens, out, kernel, 0, n_tiles);
     return;
   }
-  pool->ParallelFor(
-      n_tiles, [&](int64_t t0, int64_t t1) { RunTiles(w, f, act, n_tokens, out, kernel, t0, t1); });
+  // Threads claim chunks of tiles as they go rather than a fixed half each: on a shared machine
+  // one thread is often descheduled for a while, and with a static split the other then waits
+  // for it (measured: 2 threads slower than 1 for one token under load). Rows are independent,
+  // so who computes which row does not change any bits.
+  const int64_t chunk = std::max<int64_t>(2, n_tiles / (8 * pool->size()));
+  std::atomic<int64_t> next{0};
+  pool->ParallelFor(pool->size(), [&](int64_t, int64_t) {
+    for (int64_t t0; (t0 = next.fetch_add(chunk, std::memory_order_relaxed)) < n_tiles;) {
+      RunTiles(w, f, act, n_tokens, out, kernel, t0, std::min(t0 + chunk, n_tiles));
+    }
+  });
 }
 
 float QDotReference(DType t, const uint8_t* row, int64_t cols, const float* x) {

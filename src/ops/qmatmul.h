@@ -11,7 +11,9 @@
 //     unsigned levels; S - o * B is the signed-level dot product)
 //     K-quants:  acc = acc + (d * dx) * float(I1); acc = acc - (dmin * dx) * float(I2)
 //   with I1 = sum_g sc_g * S_g, I2 = sum_g m_g * B_g (Q6_K: m_g = 32 * sc_g, dmin = d).
-//   SIMD paths put one weight *row* per lane, so the per-row order is exactly the scalar one.
+//   SIMD paths put one weight *row* per lane, so the per-row order is exactly the scalar one
+//   (also the AVX-512 few-token kernels, which read rows directly and reduce the integer sums
+//   into that lane layout before any float operation).
 #pragma once
 
 #include <cstdint>

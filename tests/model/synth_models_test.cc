@@ -110,6 +110,9 @@ TEST_P(SynthModelTest, TreeEqualsSequentialBitwise) {
   const Model& m = SynthModel(GetParam());
   CheckTreesEqualSequential(m, 1, /*seed=*/11, /*n_trees=*/2);
   CheckTreesEqualSequential(m, 2, /*seed=*/12, /*n_trees=*/1);
+  // An odd thread count: chunks of row tiles end at odd places (the sequential side's single
+  // tokens run the direct few-token kernels, the tree the tile kernels).
+  CheckTreesEqualSequential(m, 3, /*seed=*/15, /*n_trees=*/1);
 }
 
 // Every narrower kernel path the CPU has, forced in turn (both sides of the comparison run on

@@ -209,12 +209,15 @@ TEST(QMatMulTest, ReferenceDotWithinActivationQuantizationBound) {
   }
 }
 
-// Every kernel path, batch size and thread count gives the reference's bits.
-TEST(QMatMulTest, EveryKernelBatchAndThreadCountEqualsReferenceBitwise) {
+// Every kernel path, batch size and thread count gives the reference's bits. 37 rows: partial
+// tiles of 16 and 8; 181 x 768: enough work that even one token is split across threads (the
+// direct few-token AVX-512 path, with its prefetch, over several full tiles per thread).
+void CheckEveryKernelBatchAndThreadCount(int rows, int cols, std::vector<int> batches,
+                                         uint64_t seed) {
   ThreadPool pool2(2), pool3(3);
   ThreadPool* pools[] = {nullptr, &pool2, &pool3};
-  SplitMix64 rng(9);
-  const int rows = 37, cols = 768, max_tok = 11;  // 37: partial tiles of 16 and 8
+  SplitMix64 rng(seed);
+  const int max_tok = *std::max_element(batches.begin(), batches.end());
   for (DType t : kIntTypes) {
     const auto wf = RandomRow(rng, static_cast<int64_t>(rows) * cols, 0.1);
     const auto q = Quantize(t, wf, rows, cols);
@@ -230,7 +233,7 @@ TEST(QMatMulTest, EveryKernelBatchAndThreadCountEqualsReferenceBitwise) {
     }
     for (int k : Kernels()) {
       for (ThreadPool* pool : pools) {
-        for (int n : {1, 4, 5, max_tok}) {
+        for (int n : batches) {
           std::vector<float> out(static_cast<size_t>(n) * rows, -7.0f);
           QMatMul(w, x.data(), n, out.data(), pool, k);
           for (size_t i = 0; i < out.size(); ++i) {
@@ -243,6 +246,14 @@ TEST(QMatMulTest, EveryKernelBatchAndThreadCountEqualsReferenceBitwise) {
       }
     }
   }
+}
+
+TEST(QMatMulTest, EveryKernelBatchAndThreadCountEqualsReferenceBitwise) {
+  CheckEveryKernelBatchAndThreadCount(37, 768, {1, 2, 3, 4, 5, 7, 8, 11}, 9);
+}
+
+TEST(QMatMulTest, FewTokensSplitAcrossThreadsEqualReferenceBitwise) {
+  CheckEveryKernelBatchAndThreadCount(181, 768, {1, 2, 3}, 10);
 }
 
 // MatMul dispatches quantized dtypes to QMatMul with the level's kernel.
