@@ -150,8 +150,13 @@ int BudgetChooser::Choose(const SpecStats& history) {
   int64_t drafted = 0;
   for (int src = 1; src < kNumSources; ++src) drafted += history.drafted[src];
   if (drafted == 0 && calls_at_one_ == 0) return probe_budget_;
-  const AcceptanceModel m = EstimateAcceptance(history);
-  const int best = BestBudget(ExpectedTokens(m, max_budget()), cost_);
+  // The estimate moves only when something new was drafted (plain steps draft nothing), so it
+  // is recomputed only then: at budget 1 the chooser must cost next to nothing.
+  if (drafted != estimated_at_drafted_) {
+    best_ = BestBudget(ExpectedTokens(EstimateAcceptance(history), max_budget()), cost_);
+    estimated_at_drafted_ = drafted;
+  }
+  const int best = best_;
   if (best > 1) {
     calls_at_one_ = 0;
     interval_ = std::max(1, opt_.probe_every);

@@ -73,6 +73,8 @@ class BudgetChooser {
   int probe_budget_ = 1;
   int64_t calls_at_one_ = 0;
   int64_t interval_ = 0;  // current exploration interval
+  int64_t estimated_at_drafted_ = -1;  // drafted-node total when best_ was computed
+  int best_ = 1;
   std::vector<int64_t> chosen_;
 };
 
