@@ -3,17 +3,45 @@
 #include <algorithm>
 #include <atomic>
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
 namespace goose {
 
 namespace {
-std::atomic<int> g_cap{static_cast<int>(CpuLevel::kAvx512)};
+std::atomic<int> g_cap{static_cast<int>(kMaxCpuLevel)};
 }  // namespace
+
+bool HasAmxInt8() {
+  static const bool has = [] {
+#if defined(__x86_64__) && defined(__linux__)
+    unsigned a, b, c, d;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+    const bool tile = (d >> 24) & 1, int8 = (d >> 25) & 1;
+    if (!tile || !int8) return false;
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !((c >> 27) & 1)) return false;  // OSXSAVE
+    unsigned lo, hi;
+    __asm__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    if (((lo >> 17) & 3) != 3) return false;  // XTILECFG and XTILEDATA state enabled
+    constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+    return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+#else
+    return false;
+#endif
+  }();
+  return has;
+}
 
 CpuLevel DetectCpuLevel() {
   static const CpuLevel level = [] {
 #if defined(__x86_64__)
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f")) return CpuLevel::kAvx512;
+    if (__builtin_cpu_supports("avx512f")) {
+      return HasAvx512Vnni() && HasAmxInt8() ? CpuLevel::kAmx : CpuLevel::kAvx512;
+    }
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") &&
         __builtin_cpu_supports("fma")) {
       return CpuLevel::kAvx2;
@@ -53,6 +81,8 @@ const char* CpuLevelName(CpuLevel level) {
       return "avx2";
     case CpuLevel::kAvx512:
       return "avx512";
+    case CpuLevel::kAmx:
+      return "avx512+amx";
   }
   return "?";
 }

@@ -1,21 +1,27 @@
 // CPU feature levels for the kernels. The baseline build targets x86-64-v2; wider paths
-// (AVX2+F16C, AVX-512) are chosen at run time. Every level computes the *same* lane-wise
-// float operations (16 independent lanes, no FMA), so results are bit-identical across levels;
-// the cap exists so tests can prove that.
+// (AVX2+F16C, AVX-512, AVX-512 + AMX tiles) are chosen at run time. Every level computes the
+// *same* lane-wise float operations (16 independent lanes, no FMA) and exact integer sums, so
+// results are bit-identical across levels; the cap exists so tests can prove that.
 #pragma once
 
 namespace goose {
 
-enum class CpuLevel : int { kBaseline = 0, kAvx2 = 1, kAvx512 = 2 };
+// kAmx: AVX-512 plus AMX-INT8 tiles that the OS lets this process use (the int8 kernels' widest
+// path for batches; f32 kernels run their AVX-512 code there).
+enum class CpuLevel : int { kBaseline = 0, kAvx2 = 1, kAvx512 = 2, kAmx = 3 };
+constexpr CpuLevel kMaxCpuLevel = CpuLevel::kAmx;
 
-// The best level this CPU supports.
+// The best level this CPU (and OS) supports.
 CpuLevel DetectCpuLevel();
-// The level kernels use now: min(DetectCpuLevel(), cap). Default cap: none.
+// The level kernels use now: min(DetectCpuLevel(), cap). Default cap: none (kMaxCpuLevel).
 CpuLevel ActiveCpuLevel();
 // Limits the level kernels use (tests). Not thread-safe w.r.t. running kernels.
 void SetCpuLevelCap(CpuLevel cap);
 const char* CpuLevelName(CpuLevel level);
-// AVX-512 VNNI + BW + DQ + VL (the int8 dot-product kernels' widest path; see qmatmul.h).
+// AVX-512 VNNI + BW + DQ + VL (the int8 dot-product kernels' vector path; see qmatmul.h).
 bool HasAvx512Vnni();
+// AMX-TILE + AMX-INT8 in the CPU, enabled by the OS (XCR0) and granted to this process
+// (Linux arch_prctl ARCH_REQ_XCOMP_PERM, requested once on first call).
+bool HasAmxInt8();
 
 }  // namespace goose

@@ -85,7 +85,10 @@ const Kernels kKernels[] = {GOOSE_KERNELS(kern_base), GOOSE_KERNELS(kern_avx2),
                             GOOSE_KERNELS(kern_avx512)};
 #undef GOOSE_KERNELS
 
-const Kernels& Active() { return kKernels[static_cast<int>(ActiveCpuLevel())]; }
+// The f32 kernels have no AMX code: that level runs their AVX-512 build.
+const Kernels& Active() {
+  return kKernels[std::min(static_cast<int>(ActiveCpuLevel()), static_cast<int>(CpuLevel::kAvx512))];
+}
 
 // Rows converted to f32 per MatMul step: the block's weights are read from memory once and
 // reused from L1/L2 for every token of the batch (weight-stationary).

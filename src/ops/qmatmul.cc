@@ -19,6 +19,7 @@
 #include <cstring>
 #include <vector>
 
+#include "ops/qmatmul_internal.h"
 #include "ops/quant.h"
 #include "util/check.h"
 #include "util/fp16.h"
@@ -28,14 +29,7 @@
 
 namespace goose {
 
-namespace {
-
-struct Fmt {
-  int sb = 32;     // columns per scale block (activation block too)
-  int g = 32;      // columns per integer group (sums of activation q kept per group)
-  int offset = 0;  // blocks of 32: level offset subtracted (S - offset * B)
-  bool k = false;  // K-quant formula
-};
+namespace qmm {
 
 Fmt GetFmt(DType t) {
   switch (t) {
@@ -55,6 +49,14 @@ Fmt GetFmt(DType t) {
   }
   return {};
 }
+
+}  // namespace qmm
+
+namespace {
+
+using qmm::Act;
+using qmm::Fmt;
+using qmm::GetFmt;
 
 // One token's activations, quantized (batch-invariant: depends on this row only).
 void QuantizeAct(const float* x, int cols, const Fmt& f, int8_t* q, float* dx, int32_t* bs) {
@@ -229,12 +231,6 @@ void PackTile(const WeightMatrix& wm, const Fmt& f, int64_t r0, int nr, int w, R
     }
   }
 }
-
-struct Act {
-  std::vector<int8_t> q;    // [n][cols]
-  std::vector<float> dx;    // [n][cols / sb]
-  std::vector<int32_t> bs;  // [n][cols / g]
-};
 
 // ---- Scalar kernel (w = 1): the defining order. ----
 float DotScalar(const Tile& t, const Fmt& f, int cols, const int8_t* xq, const float* dx,
@@ -1096,15 +1092,15 @@ void RunDirect(const WeightMatrix& wm, int64_t r0, const Act& a, int n_tok, cons
 namespace {
 
 // Row tiles [tile0, tile1) of width w: unpack once, apply to all tokens (or, for a few tokens,
-// the direct kernels on full tiles).
-void RunTiles(const WeightMatrix& wm, const Fmt& f, const Act& a, int n_tok, float* out, int kernel,
-              int64_t tile0, int64_t tile1) {
-  const int w = kernel == 2 ? 16 : kernel == 1 ? 8 : 1;
+// the direct kernels on full tiles; with AMX, the tile multiplies on full tiles).
+void RunTiles(const WeightMatrix& wm, const Fmt& f, const Act& a, const qmm::AmxAct* amx,
+              int n_tok, float* out, int kernel, int64_t tile0, int64_t tile1) {
+  const int w = kernel >= 2 ? 16 : kernel == 1 ? 8 : 1;
   const int cols = static_cast<int>(wm.cols);
   thread_local RowIR row;
   thread_local Tile tile;
   row.Resize(cols, f);
-  const bool direct = kernel == 2 && n_tok <= DirectMaxTok(wm.dtype);
+  const bool direct = kernel >= 2 && n_tok <= DirectMaxTok(wm.dtype);
   for (int64_t ti = tile0; ti < tile1; ++ti) {
     const int64_t r0 = ti * w;
     const int nr = static_cast<int>(std::min<int64_t>(w, wm.rows - r0));
@@ -1117,12 +1113,17 @@ void RunTiles(const WeightMatrix& wm, const Fmt& f, const Act& a, int n_tok, flo
       RunDirect(wm, r0, a, n_tok, pf, out + r0);
       continue;
     }
-    if (!(kernel == 2 && PackTileAvx512(wm, f, r0, nr, &tile)) &&
+    if (amx != nullptr && nr == 16) {
+      qmm::AmxTile(wm, f, *amx, r0, out);
+      continue;
+    }
+    // (A partial tile under AMX runs the AVX-512 tile kernel: the same bits.)
+    if (!(kernel >= 2 && PackTileAvx512(wm, f, r0, nr, &tile)) &&
         !(kernel == 1 && PackTileAvx2(wm, f, r0, nr, &tile))) {
       PackTile(wm, f, r0, nr, w, &row, &tile);
     }
     float* o = out + r0;
-    if (kernel == 2) {
+    if (kernel >= 2) {
       KernelAvx512(tile, f, cols, a, n_tok, o, wm.rows, nr);
     } else if (kernel == 1) {
       KernelAvx2(tile, f, cols, a, n_tok, o, wm.rows, nr);
@@ -1143,6 +1144,7 @@ bool IsIntDotType(DType t) {
 }
 
 int IntKernelFor(CpuLevel level) {
+  if (level == CpuLevel::kAmx) return 3;  // implies VNNI (cpu_features.cc)
   if (level == CpuLevel::kAvx512 && HasAvx512Vnni()) return 2;
   if (level >= CpuLevel::kAvx2) return 1;
   return 0;
@@ -1159,17 +1161,21 @@ void QMatMul(const WeightMatrix& w, const float* x, int n_tokens, float* out, Th
   a.dx.resize(static_cast<size_t>(n_tokens) * (cols / f.sb));
   a.bs.resize(static_cast<size_t>(n_tokens) * (cols / f.g));
   for (int t = 0; t < n_tokens; ++t) {
-    (kernel == 2 ? QuantizeActAvx512 : QuantizeAct)(
+    (kernel >= 2 ? QuantizeActAvx512 : QuantizeAct)(
         x + static_cast<size_t>(t) * cols, cols, f, a.q.data() + static_cast<size_t>(t) * cols,
         a.dx.data() + static_cast<size_t>(t) * (cols / f.sb),
         a.bs.data() + static_cast<size_t>(t) * (cols / f.g));
   }
-  const int tw = kernel == 2 ? 16 : kernel == 1 ? 8 : 1;
+  thread_local qmm::AmxAct amx;
+  const bool use_amx = kernel == 3 && n_tokens > DirectMaxTok(w.dtype);
+  if (use_amx) qmm::PackAmxAct(a, f, cols, n_tokens, &amx);
+  const qmm::AmxAct* amx_act = use_amx ? &amx : nullptr;
+  const int tw = kernel >= 2 ? 16 : kernel == 1 ? 8 : 1;
   const int64_t n_tiles = (w.rows + tw - 1) / tw;
   const int64_t work = w.rows * w.cols * n_tokens;
   const Act& act = a;
   if (pool == nullptr || pool->size() == 1 || work < kMinParallelWork) {
-    RunTiles(w, f, act, n_tokens, out, kernel, 0, n_tiles);
+    RunTiles(w, f, act, amx_act, n_tokens, out, kernel, 0, n_tiles);
     return;
   }
   // Threads claim chunks of tiles as they go rather than a fixed half each: on a shared machine
@@ -1180,7 +1186,7 @@ void QMatMul(const WeightMatrix& w, const float* x, int n_tokens, float* out, Th
   std::atomic<int64_t> next{0};
   pool->ParallelFor(pool->size(), [&](int64_t, int64_t) {
     for (int64_t t0; (t0 = next.fetch_add(chunk, std::memory_order_relaxed)) < n_tiles;) {
-      RunTiles(w, f, act, n_tokens, out, kernel, t0, std::min(t0 + chunk, n_tiles));
+      RunTiles(w, f, act, amx_act, n_tokens, out, kernel, t0, std::min(t0 + chunk, n_tiles));
     }
   });
 }

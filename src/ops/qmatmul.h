@@ -13,7 +13,8 @@
 //   with I1 = sum_g sc_g * S_g, I2 = sum_g m_g * B_g (Q6_K: m_g = 32 * sc_g, dmin = d).
 //   SIMD paths put one weight *row* per lane, so the per-row order is exactly the scalar one
 //   (also the AVX-512 few-token kernels, which read rows directly and reduce the integer sums
-//   into that lane layout before any float operation).
+//   into that lane layout before any float operation; the AMX path puts tokens in lanes and
+//   applies the same operations to each element).
 #pragma once
 
 #include <cstdint>
@@ -27,7 +28,8 @@ namespace goose {
 bool IsIntDotType(DType t);
 
 // Which integer kernel a CPU level runs: 0 scalar, 1 AVX2, 2 AVX-512 VNNI (needs avx512vnni;
-// an AVX-512 CPU without it uses AVX2).
+// an AVX-512 CPU without it uses AVX2), 3 AMX tiles for batches (qmatmul_amx.cc) with kernel
+// 2's direct code for the few-token batches it handles.
 int IntKernelFor(CpuLevel level);
 
 // out[t * w.rows + r] = row r of W . token t of x (the order above), using kernel `kernel`

@@ -176,7 +176,8 @@ TEST(QMatMulTest, K4ScaleMinPackingRoundTrips) {
 std::vector<int> Kernels() {
   std::vector<int> k = {0};
   if (DetectCpuLevel() >= CpuLevel::kAvx2) k.push_back(1);
-  if (IntKernelFor(DetectCpuLevel()) == 2) k.push_back(2);
+  if (IntKernelFor(DetectCpuLevel()) >= 2) k.push_back(2);
+  if (IntKernelFor(DetectCpuLevel()) == 3) k.push_back(3);
   return k;
 }
 
@@ -249,7 +250,7 @@ void CheckEveryKernelBatchAndThreadCount(int rows, int cols, std::vector<int> ba
 }
 
 TEST(QMatMulTest, EveryKernelBatchAndThreadCountEqualsReferenceBitwise) {
-  CheckEveryKernelBatchAndThreadCount(37, 768, {1, 2, 3, 4, 5, 7, 8, 11}, 9);
+  CheckEveryKernelBatchAndThreadCount(37, 768, {1, 2, 3, 4, 5, 7, 8, 11, 16, 17, 40}, 9);
 }
 
 TEST(QMatMulTest, FewTokensSplitAcrossThreadsEqualReferenceBitwise) {

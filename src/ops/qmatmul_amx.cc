@@ -1,0 +1,347 @@
+// QMatMul's AMX path: the integer sums of qmatmul.h from AMX tile multiplies (tdpbssd /
+// tdpbusd), then the float part with the operations qmatmul.h defines, element by element.
+//
+// Why it gives the other kernels' bits: the integers S (per group), I1 and I2 are exact in any
+// order, and each (row, token) result then goes through exactly
+//   acc = acc + (d * dx) * float(i)          (blocks of 32)
+//   acc = acc + (d * dx) * float(I1); acc = acc - (dmin * dx) * float(I2)   (K-quants)
+// in increasing block order. Only the lane layout differs from the VNNI kernels: C[row][token]
+// comes out of the tile with tokens in lanes, so one vector holds one weight row's 16 tokens.
+//
+// Operands: A = 16 weight rows x K bytes, row-major (Q8_0's signed levels copied straight from
+// its blocks; the other formats unpacked to unsigned levels), B = 16 tokens' int8 activations
+// in the VNNI layout [K / 4][16 tokens][4] (PackAmxAct, once per MatMul), K = the format's
+// group (32, or 16 for Q6_K). Tiles 0-5 take groups of 32 in two alternating sets, so one
+// set's multiply overlaps the other's float code; tiles 6-7 take Q6_K's groups of 16.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "ops/qmatmul_internal.h"
+#include "ops/quant.h"
+#include "util/check.h"
+
+#pragma GCC diagnostic ignored "-Wpsabi"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+namespace goose::qmm {
+
+void PackAmxAct(const Act& a, const Fmt& f, int cols, int n_tok, AmxAct* out) {
+  const int nsb = cols / f.sb, ng = cols / f.g, gpb = f.sb / f.g;
+  const int n_chunks = (n_tok + 15) / 16;
+  out->n_tok = n_tok;
+  out->n_chunks = n_chunks;
+  out->xb.assign(static_cast<size_t>(n_chunks) * cols * 16, 0);
+  out->dx.assign(static_cast<size_t>(n_chunks) * nsb * 16, 0.0f);
+  out->obs.assign(f.k ? 0 : static_cast<size_t>(n_chunks) * nsb * 16, 0);
+  out->bsp.assign(f.k ? static_cast<size_t>(n_chunks) * nsb * (gpb / 2) * 16 : 0, 0);
+  for (int t = 0; t < n_tok; ++t) {
+    const int c = t / 16, lane = t % 16;
+    const int8_t* q = a.q.data() + static_cast<size_t>(t) * cols;
+    int8_t* xb = out->xb.data() + static_cast<size_t>(c) * cols * 16;
+    for (int g = 0; g < ng; ++g) {
+      for (int k4 = 0; k4 < f.g / 4; ++k4) {
+        std::memcpy(xb + (static_cast<size_t>(g) * f.g + 4 * k4) * 16 + 4 * lane,
+                    q + g * f.g + 4 * k4, 4);
+      }
+    }
+    const float* dx = a.dx.data() + static_cast<size_t>(t) * nsb;
+    const int32_t* bs = a.bs.data() + static_cast<size_t>(t) * ng;
+    for (int b = 0; b < nsb; ++b) {
+      const size_t cb = static_cast<size_t>(c) * nsb + b;
+      out->dx[cb * 16 + lane] = dx[b];
+      if (!f.k) {
+        // Q8_0's tiles multiply signed levels (S - 128 * B directly): no offset term.
+        out->obs[cb * 16 + lane] = f.offset == 128 ? 0 : f.offset * bs[b];
+        continue;
+      }
+      for (int p = 0; p < gpb / 2; ++p) {
+        const uint32_t lo = static_cast<uint16_t>(bs[b * gpb + 2 * p]);
+        const uint32_t hi = static_cast<uint16_t>(bs[b * gpb + 2 * p + 1]);
+        out->bsp[(cb * (gpb / 2) + p) * 16 + lane] = static_cast<int32_t>(lo | hi << 16);
+      }
+    }
+  }
+}
+
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,f16c,amx-tile,amx-int8")
+
+namespace {
+
+// One 16-row weight tile as A operands plus its per-row scales.
+struct WeightTile {
+  std::vector<uint8_t> q;     // [16][stride]: Q8_0: the rows' raw bytes; else u8 levels
+  std::vector<float> d, dmin;  // [block][16]
+  std::vector<int32_t> sc;     // [group][16] (K-quants)
+  std::vector<int32_t> mnp;    // [block][pair][16]: int16 (m_2p, m_2p+1) (K-quants)
+};
+
+inline float F16(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return _cvtsh_ss(h);
+}
+
+inline int32_t Pair16(int32_t lo, int32_t hi) {
+  return static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint16_t>(lo)) |
+                              static_cast<uint32_t>(static_cast<uint16_t>(hi)) << 16);
+}
+
+// Unpacks row r (of 16) of the tile: levels to q + r * cols, scales to [.][16] + r. The level
+// layouts are UnpackRow's (qmatmul.cc); loops have fixed trip counts so they vectorize.
+void UnpackRow16(DType t, const uint8_t* src, int cols, int r, WeightTile* w) {
+  uint8_t* lv = w->q.data() + static_cast<size_t>(r) * cols;
+  switch (t) {
+    case DType::kQ4_0:
+    case DType::kQ5_0: {
+      const bool five = t == DType::kQ5_0;
+      for (int b = 0; b < cols / 32; ++b) {
+        const uint8_t* blk = src + b * (five ? 22 : 18);
+        w->d[b * 16 + r] = F16(blk);
+        uint32_t qh = 0;
+        if (five) std::memcpy(&qh, blk + 2, 4);
+        const uint8_t* qs = blk + (five ? 6 : 2);
+        uint8_t* o = lv + b * 32;
+        for (int j = 0; j < 16; ++j) {
+          o[j] = static_cast<uint8_t>((qs[j] & 0xF) | (((qh >> j) & 1) << 4));
+          o[16 + j] = static_cast<uint8_t>((qs[j] >> 4) | (((qh >> (j + 16)) & 1) << 4));
+        }
+      }
+      return;
+    }
+    case DType::kQ4_K:
+    case DType::kQ5_K: {
+      const bool five = t == DType::kQ5_K;
+      for (int b = 0; b < cols / 256; ++b) {
+        const uint8_t* blk = src + b * (five ? 176 : 144);
+        w->d[b * 16 + r] = F16(blk);
+        w->dmin[b * 16 + r] = F16(blk + 2);
+        uint8_t sc[8], mn[8];
+        for (int j = 0; j < 8; ++j) GetScaleMinK4(j, blk + 4, &sc[j], &mn[j]);
+        for (int j = 0; j < 8; ++j) w->sc[(b * 8 + j) * 16 + r] = sc[j];
+        for (int p = 0; p < 4; ++p) w->mnp[(b * 4 + p) * 16 + r] = Pair16(mn[2 * p], mn[2 * p + 1]);
+        const uint8_t* qh = blk + 16;
+        const uint8_t* qs = blk + (five ? 48 : 16);
+        uint8_t* o = lv + b * 256;
+        for (int j = 0; j < 4; ++j) {
+          for (int l = 0; l < 32; ++l) {
+            int lo = qs[32 * j + l] & 0xF, hi = qs[32 * j + l] >> 4;
+            if (five) {
+              lo |= ((qh[l] >> (2 * j)) & 1) << 4;
+              hi |= ((qh[l] >> (2 * j + 1)) & 1) << 4;
+            }
+            o[64 * j + l] = static_cast<uint8_t>(lo);
+            o[64 * j + 32 + l] = static_cast<uint8_t>(hi);
+          }
+        }
+      }
+      return;
+    }
+    case DType::kQ6_K:
+      for (int b = 0; b < cols / 256; ++b) {
+        const uint8_t* blk = src + b * 210;
+        w->d[b * 16 + r] = w->dmin[b * 16 + r] = F16(blk + 208);
+        const int8_t* scales = reinterpret_cast<const int8_t*>(blk + 192);
+        for (int g = 0; g < 16; ++g) w->sc[(b * 16 + g) * 16 + r] = scales[g];
+        for (int p = 0; p < 8; ++p) {
+          w->mnp[(b * 8 + p) * 16 + r] = Pair16(32 * scales[2 * p], 32 * scales[2 * p + 1]);
+        }
+        uint8_t* o = lv + b * 256;
+        for (int hf = 0; hf < 2; ++hf) {
+          const uint8_t* ql = blk + 64 * hf;
+          const uint8_t* qh = blk + 128 + 32 * hf;
+          uint8_t* oo = o + 128 * hf;
+          for (int l = 0; l < 32; ++l) {
+            oo[l] = static_cast<uint8_t>((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4));
+            oo[l + 32] = static_cast<uint8_t>((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4));
+            oo[l + 64] = static_cast<uint8_t>((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4));
+            oo[l + 96] = static_cast<uint8_t>((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4));
+          }
+        }
+      }
+      return;
+    default:
+      GOOSE_CHECK(false && "AmxTile: not an int-dot dtype");
+  }
+}
+
+struct alignas(64) TileConfig {
+  uint8_t palette = 1, start_row = 0, reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+
+// Tiles: 0 / 3 C (16 x 16 int32), 1 / 4 A (16 rows x 32 bytes), 2 / 5 B (8 x 64 bytes);
+// 6 A (16 x 16 bytes) and 7 B (4 x 64 bytes) for groups of 16.
+void ConfigureTiles() {
+  thread_local bool configured = false;
+  if (configured) return;
+  TileConfig c;
+  for (int t : {0, 3}) c.rows[t] = 16, c.colsb[t] = 64;
+  for (int t : {1, 4}) c.rows[t] = 16, c.colsb[t] = 32;
+  for (int t : {2, 5}) c.rows[t] = 8, c.colsb[t] = 64;
+  c.rows[6] = 16, c.colsb[6] = 16;
+  c.rows[7] = 4, c.colsb[7] = 64;
+  _tile_loadconfig(&c);
+  configured = true;
+}
+
+// c[row][token] = the group's integer dot products, via tile set 0 (tiles 0-2), set 1 (3-5)
+// or set 2 (0, 6, 7: groups of 16). The tile macros are inline asm that names tile numbers
+// literally, hence one branch per set.
+template <int kSet, bool kSigned>
+inline void TileDot(const uint8_t* a, int64_t a_stride, const int8_t* b, int32_t* c) {
+  if constexpr (kSet == 0) {
+    _tile_zero(0);
+    _tile_loadd(1, a, a_stride);
+    _tile_loadd(2, b, 64);
+    if constexpr (kSigned) _tile_dpbssd(0, 1, 2); else _tile_dpbusd(0, 1, 2);
+    _tile_stored(0, c, 64);
+  } else if constexpr (kSet == 1) {
+    _tile_zero(3);
+    _tile_loadd(4, a, a_stride);
+    _tile_loadd(5, b, 64);
+    if constexpr (kSigned) _tile_dpbssd(3, 4, 5); else _tile_dpbusd(3, 4, 5);
+    _tile_stored(3, c, 64);
+  } else {
+    _tile_zero(0);
+    _tile_loadd(6, a, a_stride);
+    _tile_loadd(7, b, 64);
+    if constexpr (kSigned) _tile_dpbssd(0, 6, 7); else _tile_dpbusd(0, 6, 7);
+    _tile_stored(0, c, 64);
+  }
+}
+
+// Blocks of 32 (Q8_0, Q4_0, Q5_0) for one 16-token chunk: acc[r] = row r's 16 tokens.
+template <bool kSigned>
+void ChunkBlocks32(const WeightTile& w, const uint8_t* a0, int64_t a_stride, int64_t a_step,
+                   int nsb, const AmxAct& x, int chunk, __m512* acc) {
+  alignas(64) int32_t c[2][256];
+  const int8_t* xb = x.xb.data() + static_cast<size_t>(chunk) * nsb * 512;
+  const float* dx = x.dx.data() + static_cast<size_t>(chunk) * nsb * 16;
+  const int32_t* obs = x.obs.data() + static_cast<size_t>(chunk) * nsb * 16;
+  auto finish = [&](int b, const int32_t* cb) {
+    const __m512 dxv = _mm512_loadu_ps(dx + b * 16);
+    const __m512i ov = _mm512_loadu_si512(obs + b * 16);
+    const float* d = w.d.data() + b * 16;
+#pragma GCC unroll 16
+    for (int r = 0; r < 16; ++r) {
+      const __m512i i = _mm512_sub_epi32(_mm512_load_si512(cb + r * 16), ov);
+      const __m512 dd = _mm512_mul_ps(_mm512_set1_ps(d[r]), dxv);
+      acc[r] = _mm512_add_ps(acc[r], _mm512_mul_ps(dd, _mm512_cvtepi32_ps(i)));
+    }
+  };
+  int b = 0;
+  for (; b + 2 <= nsb; b += 2) {
+    TileDot<0, kSigned>(a0 + b * a_step, a_stride, xb + b * 512, c[0]);
+    TileDot<1, kSigned>(a0 + (b + 1) * a_step, a_stride, xb + (b + 1) * 512, c[1]);
+    finish(b, c[0]);
+    finish(b + 1, c[1]);
+  }
+  if (b < nsb) {
+    TileDot<0, kSigned>(a0 + b * a_step, a_stride, xb + b * 512, c[0]);
+    finish(b, c[0]);
+  }
+}
+
+// K-quant super-blocks (groups of kG = 32 or 16) for one 16-token chunk.
+template <int kG>
+void ChunkSuperBlocks(const WeightTile& w, int cols, const AmxAct& x, int chunk, __m512* acc) {
+  constexpr int kGpb = 256 / kG, kPairs = kGpb / 2;
+  const int nsb = cols / 256;
+  alignas(64) int32_t c[kGpb][256];
+  const int8_t* xb = x.xb.data() + static_cast<size_t>(chunk) * cols * 16;
+  const float* dx = x.dx.data() + static_cast<size_t>(chunk) * nsb * 16;
+  const int32_t* bsp = x.bsp.data() + static_cast<size_t>(chunk) * nsb * kPairs * 16;
+  for (int b = 0; b < nsb; ++b) {
+    const uint8_t* a = w.q.data() + b * 256;
+    const int8_t* xg = xb + static_cast<size_t>(b) * 256 * 16;
+    if constexpr (kG == 32) {
+      for (int g = 0; g < kGpb; g += 2) {
+        TileDot<0, false>(a + g * kG, cols, xg + g * kG * 16, c[g]);
+        TileDot<1, false>(a + (g + 1) * kG, cols, xg + (g + 1) * kG * 16, c[g + 1]);
+      }
+    } else {
+      for (int g = 0; g < kGpb; ++g) TileDot<2, false>(a + g * kG, cols, xg + g * kG * 16, c[g]);
+    }
+    const __m512 dxv = _mm512_loadu_ps(dx + b * 16);
+    __m512i bp[kPairs];
+    for (int p = 0; p < kPairs; ++p) bp[p] = _mm512_loadu_si512(bsp + (b * kPairs + p) * 16);
+    const int32_t* sc = w.sc.data() + static_cast<size_t>(b) * kGpb * 16;
+    const int32_t* mnp = w.mnp.data() + static_cast<size_t>(b) * kPairs * 16;
+#pragma GCC unroll 2
+    for (int r = 0; r < 16; ++r) {
+      __m512i i1 = _mm512_setzero_si512(), i2 = _mm512_setzero_si512();
+#pragma GCC unroll 16
+      for (int g = 0; g < kGpb; ++g) {
+        i1 = _mm512_add_epi32(
+            i1, _mm512_mullo_epi32(_mm512_set1_epi32(sc[g * 16 + r]), _mm512_load_si512(c[g] + r * 16)));
+      }
+#pragma GCC unroll 8
+      for (int p = 0; p < kPairs; ++p) {
+        i2 = _mm512_add_epi32(i2, _mm512_madd_epi16(_mm512_set1_epi32(mnp[p * 16 + r]), bp[p]));
+      }
+      const __m512 dd = _mm512_mul_ps(_mm512_set1_ps(w.d[b * 16 + r]), dxv);
+      const __m512 dm = _mm512_mul_ps(_mm512_set1_ps(w.dmin[b * 16 + r]), dxv);
+      acc[r] = _mm512_add_ps(acc[r], _mm512_mul_ps(dd, _mm512_cvtepi32_ps(i1)));
+      acc[r] = _mm512_sub_ps(acc[r], _mm512_mul_ps(dm, _mm512_cvtepi32_ps(i2)));
+    }
+  }
+}
+
+}  // namespace
+
+void AmxTile(const WeightMatrix& wm, const Fmt& f, const AmxAct& x, int64_t r0, float* out) {
+  GOOSE_CHECK(r0 >= 0 && r0 + 16 <= wm.rows);
+  ConfigureTiles();
+  const int cols = static_cast<int>(wm.cols);
+  const int nsb = cols / f.sb, ng = cols / f.g;
+  const int64_t rb = wm.row_bytes();
+  const uint8_t* src = static_cast<const uint8_t*>(wm.data) + r0 * rb;
+  thread_local WeightTile w;
+  w.d.resize(static_cast<size_t>(nsb) * 16);
+  const bool q8 = wm.dtype == DType::kQ8_0;
+  if (q8) {
+    // One sequential copy of the 16 rows (the prefetchers stream it), then tile loads from
+    // cache; tile loads straight from DRAM, 16 rows side by side, stall.
+    w.q.resize(static_cast<size_t>(16) * rb);
+    std::memcpy(w.q.data(), src, w.q.size());
+    for (int r = 0; r < 16; ++r) {
+      for (int b = 0; b < nsb; ++b) w.d[b * 16 + r] = F16(w.q.data() + r * rb + b * 34);
+    }
+  } else {
+    w.q.resize(static_cast<size_t>(16) * cols);
+    w.dmin.resize(w.d.size());
+    w.sc.resize(static_cast<size_t>(ng) * 16);
+    w.mnp.resize(static_cast<size_t>(nsb) * (f.sb / f.g / 2) * 16);
+    for (int r = 0; r < 16; ++r) UnpackRow16(wm.dtype, src + r * rb, cols, r, &w);
+  }
+  __asm__ volatile("" ::: "memory");  // tile loads are asm without a memory clobber
+
+  for (int chunk = 0; chunk < x.n_chunks; ++chunk) {
+    __m512 acc[16];
+    for (auto& v : acc) v = _mm512_setzero_ps();
+    if (q8) {
+      ChunkBlocks32<true>(w, w.q.data() + 2, rb, 34, nsb, x, chunk, acc);
+    } else if (!f.k) {
+      ChunkBlocks32<false>(w, w.q.data(), cols, 32, nsb, x, chunk, acc);
+    } else if (f.g == 32) {
+      ChunkSuperBlocks<32>(w, cols, x, chunk, acc);
+    } else {
+      ChunkSuperBlocks<16>(w, cols, x, chunk, acc);
+    }
+    alignas(64) float res[16][16];
+    for (int r = 0; r < 16; ++r) _mm512_store_ps(res[r], acc[r]);
+    const int n = std::min(16, x.n_tok - chunk * 16);
+    for (int t = 0; t < n; ++t) {
+      float* o = out + static_cast<int64_t>(chunk * 16 + t) * wm.rows + r0;
+      for (int r = 0; r < 16; ++r) o[r] = res[r][t];
+    }
+  }
+}
+
+#pragma GCC pop_options
+
+}  // namespace goose::qmm

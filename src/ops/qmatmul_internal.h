@@ -1,0 +1,41 @@
+// Shared by the QMatMul kernels (qmatmul.cc: scalar, AVX2, AVX-512 VNNI; qmatmul_amx.cc: AMX).
+// Internal to ops.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "ops/ops.h"
+
+namespace goose::qmm {
+
+// How a dtype's integer dot products are organised (qmatmul.h gives the formulas).
+struct Fmt {
+  int sb = 32;     // columns per scale block (activation block too)
+  int g = 32;      // columns per integer group (sums of activation q kept per group)
+  int offset = 0;  // blocks of 32: level offset subtracted (S - offset * B)
+  bool k = false;  // K-quant formula
+};
+Fmt GetFmt(DType t);
+
+// The batch's activations, each token quantized on its own.
+struct Act {
+  std::vector<int8_t> q;    // [n][cols]
+  std::vector<float> dx;    // [n][cols / sb]
+  std::vector<int32_t> bs;  // [n][cols / g]
+};
+
+// AMX path (qmatmul_amx.cc). The activations are re-laid once per MatMul for the tiles, then
+// full 16-row weight tiles are computed for every token; results equal the other kernels' bits.
+struct AmxAct {
+  int n_tok = 0, n_chunks = 0;  // tokens, and 16-token chunks (the last one zero-padded)
+  std::vector<int8_t> xb;       // [chunk][group][g / 4][16 tokens][4]: the tiles' B operands
+  std::vector<float> dx;        // [chunk][block][16]
+  std::vector<int32_t> obs;     // [chunk][block][16]: offset * B (blocks of 32 with an offset)
+  std::vector<int32_t> bsp;     // K-quants: [chunk][block][pair][16]: int16 (B_2p, B_2p+1)
+};
+void PackAmxAct(const Act& a, const Fmt& f, int cols, int n_tok, AmxAct* out);
+// Rows [r0, r0 + 16) of W (all inside W) for every token of `a`: out[t * W.rows + r].
+void AmxTile(const WeightMatrix& w, const Fmt& f, const AmxAct& a, int64_t r0, float* out);
+
+}  // namespace goose::qmm
