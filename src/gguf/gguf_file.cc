@@ -9,6 +9,8 @@
 #include <cstring>
 #include <limits>
 
+#include "util/check.h"
+
 namespace goose {
 
 namespace {
@@ -46,8 +48,9 @@ uint64_t MinValueBytes(uint32_t t) {
 // name, the offset and the current context ("key 'x'", "tensor 'y'", ...).
 class Cursor {
  public:
-  Cursor(const uint8_t* base, uint64_t size, const std::string& file)
-      : base_(base), size_(size), file_(file) {}
+  // `budget`: bytes of memory the parsed values may take (see Charge).
+  Cursor(const uint8_t* base, uint64_t size, const std::string& file, uint64_t budget)
+      : base_(base), size_(size), file_(file), budget_(budget), budget_total_(budget) {}
 
   uint64_t pos() const { return pos_; }
   uint64_t left() const { return size_ - pos_; }
@@ -93,14 +96,33 @@ class Cursor {
     return Status::Ok();
   }
 
+  // Accounts for `bytes` of memory about to be allocated for parsed values; an error once the
+  // total passes the budget, so a malformed file can never make Parse allocate much more than
+  // the file's own size.
+  Status Charge(uint64_t bytes, uint64_t at) {
+    if (bytes > budget_) {
+      return Error(StrFormat("metadata and tensor directory would need more than %llu bytes of "
+                             "memory (%llux the file size + 1 MiB)",
+                             static_cast<unsigned long long>(budget_total_),
+                             static_cast<unsigned long long>(GgufFile::kMaxMetadataExpansion)),
+                   at);
+    }
+    budget_ -= bytes;
+    return Status::Ok();
+  }
+
   Status ReadValue(uint32_t type, int depth, GgufValue* v);
 
  private:
+  Status ReadArray(int depth, GgufValue* v);
+
   const uint8_t* base_;
   uint64_t size_;
   uint64_t pos_ = 0;
   const std::string& file_;
   std::string ctx_;
+  uint64_t budget_;
+  uint64_t budget_total_;
 };
 
 Status Cursor::ReadValue(uint32_t type, int depth, GgufValue* v) {
@@ -164,32 +186,65 @@ Status Cursor::ReadValue(uint32_t type, int depth, GgufValue* v) {
       return Read(&v->i, "int64 value");
     case GgufType::kFloat64:
       return Read(&v->f, "float64 value");
-    case GgufType::kArray: {
-      const uint64_t at = pos_;
-      if (depth >= kMaxArrayDepth) {
-        return Error(StrFormat("arrays nested deeper than %d", kMaxArrayDepth), at);
-      }
-      uint32_t elem = 0;
-      GOOSE_RETURN_IF_ERROR(Read(&elem, "array element type"));
-      const uint64_t min_bytes = MinValueBytes(elem);
-      if (min_bytes == 0) return Error(StrFormat("unknown array element type %u", elem), at);
-      v->elem_type = static_cast<GgufType>(elem);
-      uint64_t count = 0;
-      const uint64_t count_at = pos_;
-      GOOSE_RETURN_IF_ERROR(Read(&count, "array count"));
-      if (count > left() / min_bytes) {
-        return Error(StrFormat("array count %llu of %s cannot fit in the %llu bytes left",
-                               static_cast<unsigned long long>(count),
-                               std::string(GgufTypeName(v->elem_type)).c_str(),
-                               static_cast<unsigned long long>(left())),
-                     count_at);
-      }
-      v->array.resize(count);
-      for (GgufValue& e : v->array) GOOSE_RETURN_IF_ERROR(ReadValue(elem, depth + 1, &e));
-      return Status::Ok();
-    }
+    case GgufType::kArray:
+      return ReadArray(depth, v);
   }
   return Error(StrFormat("unknown value type %u", type), pos_ - 4);
+}
+
+Status Cursor::ReadArray(int depth, GgufValue* v) {
+  const uint64_t at = pos_;
+  if (depth >= kMaxArrayDepth) {
+    return Error(StrFormat("arrays nested deeper than %d", kMaxArrayDepth), at);
+  }
+  uint32_t elem = 0;
+  GOOSE_RETURN_IF_ERROR(Read(&elem, "array element type"));
+  const uint64_t min_bytes = MinValueBytes(elem);
+  if (min_bytes == 0) return Error(StrFormat("unknown array element type %u", elem), at);
+  v->elem_type = static_cast<GgufType>(elem);
+  uint64_t count = 0;
+  const uint64_t count_at = pos_;
+  GOOSE_RETURN_IF_ERROR(Read(&count, "array count"));
+  if (count > left() / min_bytes) {
+    return Error(StrFormat("array count %llu of %s cannot fit in the %llu bytes left",
+                           static_cast<unsigned long long>(count),
+                           std::string(GgufTypeName(v->elem_type)).c_str(),
+                           static_cast<unsigned long long>(left())),
+                 count_at);
+  }
+  if (const size_t elem_bytes = GgufScalarBytes(v->elem_type)) {  // packed as in the file
+    const uint64_t n_bytes = count * elem_bytes;  // <= left(): no overflow
+    GOOSE_RETURN_IF_ERROR(Charge(n_bytes, count_at));
+    v->packed.assign(base_ + pos_, base_ + pos_ + n_bytes);
+    if (v->elem_type == GgufType::kBool) {
+      for (uint64_t k = 0; k < count; ++k) {
+        if (v->packed[k] > 1) {
+          return Error(StrFormat("bool element %llu is %u, neither 0 nor 1",
+                                 static_cast<unsigned long long>(k), v->packed[k]),
+                       pos_ + k);
+        }
+      }
+    }
+    pos_ += n_bytes;
+    return Status::Ok();
+  }
+  if (v->elem_type == GgufType::kString) {
+    GOOSE_RETURN_IF_ERROR(Charge(count * sizeof(std::string), count_at));
+    v->strings.resize(count);
+    for (std::string& s : v->strings) {
+      const uint64_t s_at = pos_;
+      GOOSE_RETURN_IF_ERROR(ReadString(&s, "string"));
+      GOOSE_RETURN_IF_ERROR(Charge(s.size(), s_at));
+    }
+    return Status::Ok();
+  }
+  GOOSE_RETURN_IF_ERROR(Charge(count * sizeof(GgufValue), count_at));
+  v->arrays.resize(count);
+  for (GgufValue& e : v->arrays) {
+    e.type = GgufType::kArray;
+    GOOSE_RETURN_IF_ERROR(ReadArray(depth + 1, &e));
+  }
+  return Status::Ok();
 }
 
 bool IsPowerOfTwo(uint64_t x) { return x != 0 && (x & (x - 1)) == 0; }
@@ -269,30 +324,109 @@ GgufValue GgufValue::String(std::string v) {
   x.str = std::move(v);
   return x;
 }
-GgufValue GgufValue::Array(GgufType elem_type, std::vector<GgufValue> elems) {
+size_t GgufScalarBytes(GgufType t) {
+  switch (t) {
+    case GgufType::kString:
+    case GgufType::kArray:
+      return 0;
+    default:
+      return static_cast<size_t>(MinValueBytes(static_cast<uint32_t>(t)));
+  }
+}
+
+size_t GgufValue::size() const {
+  if (type != GgufType::kArray) return 0;
+  if (elem_type == GgufType::kString) return strings.size();
+  if (elem_type == GgufType::kArray) return arrays.size();
+  const size_t elem_bytes = GgufScalarBytes(elem_type);
+  return elem_bytes ? packed.size() / elem_bytes : 0;
+}
+
+namespace {
+
+template <typename T>
+T Unpack(const uint8_t* p) {
+  T v;
+  std::memcpy(&v, p, sizeof(T));
+  return v;
+}
+
+template <typename T>
+void Pack(std::vector<uint8_t>* out, T v) {
+  const auto* p = reinterpret_cast<const uint8_t*>(&v);
+  out->insert(out->end(), p, p + sizeof(T));
+}
+
+}  // namespace
+
+GgufValue GgufValue::At(size_t idx) const {
+  GOOSE_CHECK(type == GgufType::kArray && elem_type != GgufType::kArray && idx < size());
+  GgufValue x;
+  x.type = elem_type;
+  if (elem_type == GgufType::kString) {
+    x.str = strings[idx];
+    return x;
+  }
+  const uint8_t* p = packed.data() + idx * GgufScalarBytes(elem_type);
+  switch (elem_type) {
+    case GgufType::kUint8: x.u = Unpack<uint8_t>(p); break;
+    case GgufType::kInt8: x.i = Unpack<int8_t>(p); break;
+    case GgufType::kUint16: x.u = Unpack<uint16_t>(p); break;
+    case GgufType::kInt16: x.i = Unpack<int16_t>(p); break;
+    case GgufType::kUint32: x.u = Unpack<uint32_t>(p); break;
+    case GgufType::kInt32: x.i = Unpack<int32_t>(p); break;
+    case GgufType::kFloat32: x.f = Unpack<float>(p); break;
+    case GgufType::kBool: x.u = Unpack<uint8_t>(p); break;
+    case GgufType::kUint64: x.u = Unpack<uint64_t>(p); break;
+    case GgufType::kInt64: x.i = Unpack<int64_t>(p); break;
+    case GgufType::kFloat64: x.f = Unpack<double>(p); break;
+    case GgufType::kString:
+    case GgufType::kArray: break;
+  }
+  return x;
+}
+
+void GgufValue::Append(const GgufValue& e) {
+  GOOSE_CHECK(type == GgufType::kArray);
+  const int64_t n = e.AsInt();  // unsigned values wrap back below
+  switch (elem_type) {
+    case GgufType::kUint8: Pack<uint8_t>(&packed, static_cast<uint8_t>(n)); break;
+    case GgufType::kInt8: Pack<int8_t>(&packed, static_cast<int8_t>(n)); break;
+    case GgufType::kUint16: Pack<uint16_t>(&packed, static_cast<uint16_t>(n)); break;
+    case GgufType::kInt16: Pack<int16_t>(&packed, static_cast<int16_t>(n)); break;
+    case GgufType::kUint32: Pack<uint32_t>(&packed, static_cast<uint32_t>(n)); break;
+    case GgufType::kInt32: Pack<int32_t>(&packed, static_cast<int32_t>(n)); break;
+    case GgufType::kFloat32: Pack<float>(&packed, static_cast<float>(e.AsDouble())); break;
+    case GgufType::kBool: Pack<uint8_t>(&packed, n != 0 ? 1 : 0); break;
+    case GgufType::kUint64: Pack<uint64_t>(&packed, static_cast<uint64_t>(n)); break;
+    case GgufType::kInt64: Pack<int64_t>(&packed, n); break;
+    case GgufType::kFloat64: Pack<double>(&packed, e.AsDouble()); break;
+    case GgufType::kString: strings.push_back(e.str); break;
+    case GgufType::kArray: arrays.push_back(e); break;
+  }
+}
+
+GgufValue GgufValue::Array(GgufType elem_type, const std::vector<GgufValue>& elems) {
   GgufValue x;
   x.type = GgufType::kArray;
   x.elem_type = elem_type;
-  x.array = std::move(elems);
+  for (const GgufValue& e : elems) x.Append(e);
   return x;
 }
-GgufValue GgufValue::StringArray(const std::vector<std::string>& v) {
-  std::vector<GgufValue> e;
-  e.reserve(v.size());
-  for (const std::string& s : v) e.push_back(String(s));
-  return Array(GgufType::kString, std::move(e));
+GgufValue GgufValue::StringArray(std::vector<std::string> v) {
+  GgufValue x = Array(GgufType::kString, {});
+  x.strings = std::move(v);
+  return x;
 }
 GgufValue GgufValue::F32Array(const std::vector<float>& v) {
-  std::vector<GgufValue> e;
-  e.reserve(v.size());
-  for (float f : v) e.push_back(F32(f));
-  return Array(GgufType::kFloat32, std::move(e));
+  GgufValue x = Array(GgufType::kFloat32, {});
+  for (float f : v) Pack<float>(&x.packed, f);
+  return x;
 }
 GgufValue GgufValue::I32Array(const std::vector<int32_t>& v) {
-  std::vector<GgufValue> e;
-  e.reserve(v.size());
-  for (int32_t i : v) e.push_back(I32(i));
-  return Array(GgufType::kInt32, std::move(e));
+  GgufValue x = Array(GgufType::kInt32, {});
+  for (int32_t i : v) Pack<int32_t>(&x.packed, i);
+  return x;
 }
 
 std::string_view GgufTypeName(GgufType t) {
@@ -371,7 +505,7 @@ GgufFile::~GgufFile() {
 }
 
 Status GgufFile::Parse() {
-  Cursor c(base_, size_, path_);
+  Cursor c(base_, size_, path_, kMaxMetadataExpansion * size_ + (1u << 20));
 
   // Header.
   if (size_ < 4 || std::memcmp(base_, "GGUF", 4) != 0) {
@@ -408,6 +542,13 @@ Status GgufFile::Parse() {
                    n_tensors_at);
   }
 
+  // Memory per key-value pair and per tensor besides their strings and arrays: the entry, and
+  // the index's copy of the name in a hash node.
+  constexpr uint64_t kIndexEntryBytes = sizeof(std::string) + 32;
+  constexpr uint64_t kKvBytes = sizeof(std::pair<std::string, GgufValue>) + kIndexEntryBytes;
+  constexpr uint64_t kTensorBytes = sizeof(GgufTensorInfo) + kIndexEntryBytes;
+  GOOSE_RETURN_IF_ERROR(c.Charge(n_kv * kKvBytes + n_tensors * kTensorBytes, n_tensors_at));
+
   // Metadata.
   kv_.reserve(n_kv);
   for (uint64_t k = 0; k < n_kv; ++k) {
@@ -417,12 +558,14 @@ Status GgufFile::Parse() {
     GOOSE_RETURN_IF_ERROR(c.ReadString(&key, "key"));
     c.set_context(StrFormat("key #%llu '%s'", static_cast<unsigned long long>(k), key.c_str()));
     if (kv_index_.count(key)) return c.Error("duplicate key '" + key + "'", key_at);
+    GOOSE_RETURN_IF_ERROR(c.Charge(2 * key.size(), key_at));
     const uint64_t type_at = c.pos();
     uint32_t type = 0;
     GOOSE_RETURN_IF_ERROR(c.Read(&type, "value type"));
     if (MinValueBytes(type) == 0) return c.Error(StrFormat("unknown value type %u", type), type_at);
     GgufValue v;
     GOOSE_RETURN_IF_ERROR(c.ReadValue(type, 0, &v));
+    GOOSE_RETURN_IF_ERROR(c.Charge(v.str.size(), type_at));
     if (key == "general.alignment") {
       if (!v.is_integer()) {
         return c.Error("general.alignment must be an integer, not " +
@@ -452,6 +595,7 @@ Status GgufFile::Parse() {
     if (tensor_index_.count(info.name)) {
       return c.Error("duplicate tensor name '" + info.name + "'", name_at);
     }
+    GOOSE_RETURN_IF_ERROR(c.Charge(2 * info.name.size() + kMaxDims * sizeof(int64_t), name_at));
     const uint64_t ndims_at = c.pos();
     uint32_t n_dims = 0;
     GOOSE_RETURN_IF_ERROR(c.Read(&n_dims, "n_dims"));
@@ -549,10 +693,9 @@ std::optional<std::string> GgufFile::GetString(std::string_view key) const {
   return v->str;
 }
 
-const std::vector<GgufValue>* GgufFile::GetArray(std::string_view key) const {
+const GgufValue* GgufFile::GetArray(std::string_view key) const {
   const GgufValue* v = Find(key);
-  if (!v || v->type != GgufType::kArray) return nullptr;
-  return &v->array;
+  return v != nullptr && v->type == GgufType::kArray ? v : nullptr;
 }
 
 const GgufTensorInfo* GgufFile::FindTensor(std::string_view name) const {

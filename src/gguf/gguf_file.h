@@ -7,8 +7,10 @@
 //   counts/lengths (never allocates more than the file could hold), unknown value or tensor
 //   types, duplicate keys or tensor names, tensor data misaligned or past the end of the file.
 //   It never aborts, never reads out of bounds.
-// - Metadata values are fully materialized (nested arrays included); tensor data stays in the
-//   mapping and is exposed as a pointer valid for the lifetime of the GgufFile.
+// - Metadata values are fully materialized (nested arrays included) in a compact form (see
+//   GgufValue), and all of them together may take at most kMaxMetadataExpansion times the file
+//   size (plus 1 MiB): a file of absurd metadata is an error, never a huge allocation. Tensor
+//   data stays in the mapping and is exposed as a pointer valid for the lifetime of the GgufFile.
 // - Immutable after Open(); safe to share across threads.
 // Format reference: llama.cpp ggml/include/gguf.h (first 30 lines) and docs/gguf.md.
 #pragma once
@@ -42,8 +44,13 @@ enum class GgufType : uint32_t {
   kFloat64 = 12,
 };
 
-// One metadata value. Scalars live in the matching field; arrays in `array` (all elements of
-// type `elem_type`; nested arrays allowed).
+// Bytes of one element of a fixed-size type (numbers, bool); 0 for strings and arrays.
+size_t GgufScalarBytes(GgufType t);
+
+// One metadata value. Scalars live in the matching field. Arrays (type kArray) hold elements of
+// type `elem_type`, stored by kind so that an array costs about what it takes in the file:
+// numbers and bools packed little-endian exactly as in the file, strings one std::string each,
+// nested arrays one GgufValue each.
 struct GgufValue {
   GgufType type = GgufType::kUint32;
   uint64_t u = 0;      // unsigned integer types and bool
@@ -51,7 +58,9 @@ struct GgufValue {
   double f = 0;        // float32 / float64
   std::string str;     // string
   GgufType elem_type = GgufType::kUint32;  // arrays only
-  std::vector<GgufValue> array;
+  std::vector<uint8_t> packed;       // [size() * GgufScalarBytes(elem_type)] number/bool elements
+  std::vector<std::string> strings;  // [size()] string elements
+  std::vector<GgufValue> arrays;     // [size()] nested array elements
 
   bool is_integer() const;
   bool is_float() const { return type == GgufType::kFloat32 || type == GgufType::kFloat64; }
@@ -60,6 +69,14 @@ struct GgufValue {
   // Numeric value of any integer or float type.
   double AsDouble() const;
 
+  // Arrays: element count, and element `idx` (< size()) of a number/bool/string array as a
+  // scalar value of type elem_type (a copy; nested arrays are read from `arrays`).
+  size_t size() const;
+  bool empty() const { return size() == 0; }
+  GgufValue At(size_t idx) const;
+  // Appends `e` (of any type convertible to elem_type) to an array. For writers and tests.
+  void Append(const GgufValue& e);
+
   // Constructors for writers and tests.
   static GgufValue U32(uint32_t v);
   static GgufValue I32(int32_t v);
@@ -67,8 +84,8 @@ struct GgufValue {
   static GgufValue F32(float v);
   static GgufValue Bool(bool v);
   static GgufValue String(std::string v);
-  static GgufValue Array(GgufType elem_type, std::vector<GgufValue> elems);
-  static GgufValue StringArray(const std::vector<std::string>& v);
+  static GgufValue Array(GgufType elem_type, const std::vector<GgufValue>& elems);
+  static GgufValue StringArray(std::vector<std::string> v);
   static GgufValue F32Array(const std::vector<float>& v);
   static GgufValue I32Array(const std::vector<int32_t>& v);
 };
@@ -88,6 +105,9 @@ struct GgufTensorInfo {
 
 class GgufFile {
  public:
+  // Bound on the memory all metadata values may take, as a multiple of the file size.
+  static constexpr uint64_t kMaxMetadataExpansion = 8;
+
   static StatusOr<std::unique_ptr<GgufFile>> Open(const std::string& path);
   // Parses an in-memory image (copied); `name` is used in error messages. For tests.
   static StatusOr<std::unique_ptr<GgufFile>> FromBytes(std::string_view bytes,
@@ -110,7 +130,7 @@ class GgufFile {
   std::optional<int64_t> GetInt(std::string_view key) const;
   std::optional<double> GetFloat(std::string_view key) const;   // int or float types
   std::optional<std::string> GetString(std::string_view key) const;
-  const std::vector<GgufValue>* GetArray(std::string_view key) const;
+  const GgufValue* GetArray(std::string_view key) const;  // a value of type kArray
 
   const std::vector<GgufTensorInfo>& tensors() const { return tensors_; }
   const GgufTensorInfo* FindTensor(std::string_view name) const;

@@ -1,9 +1,12 @@
 #include "gguf/gguf_writer.h"
 
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <string>
 
 #include "util/check.h"
 
@@ -38,8 +41,14 @@ void PutValue(std::string* out, GgufType type, const GgufValue& v) {
     case GgufType::kFloat64: Put<double>(out, v.f); break;
     case GgufType::kArray:
       Put<uint32_t>(out, static_cast<uint32_t>(v.elem_type));
-      Put<uint64_t>(out, v.array.size());
-      for (const GgufValue& e : v.array) PutValue(out, v.elem_type, e);
+      Put<uint64_t>(out, v.size());
+      if (v.elem_type == GgufType::kString) {
+        for (const std::string& e : v.strings) PutString(out, e);
+      } else if (v.elem_type == GgufType::kArray) {
+        for (const GgufValue& e : v.arrays) PutValue(out, GgufType::kArray, e);
+      } else {
+        out->append(reinterpret_cast<const char*>(v.packed.data()), v.packed.size());
+      }
       break;
   }
 }
@@ -145,7 +154,10 @@ std::string GgufWriter::Serialize() const {
 }
 
 Status GgufWriter::Write(const std::string& path) const {
-  std::FILE* f = std::fopen(path.c_str(), "wb");
+  // Written next to the target and renamed over it, so a failed write never leaves a partial
+  // file under `path`.
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  std::FILE* f = std::fopen(tmp.c_str(), "wb");
   if (!f) {
     return Status::Error(StrFormat("%s: cannot create: %s", path.c_str(), std::strerror(errno)));
   }
@@ -161,7 +173,12 @@ Status GgufWriter::Write(const std::string& path) const {
     ok = false;
     err = errno;
   }
+  if (ok && std::rename(tmp.c_str(), path.c_str()) != 0) {
+    ok = false;
+    err = errno;
+  }
   if (!ok) {
+    std::remove(tmp.c_str());
     return Status::Error(StrFormat("%s: write failed: %s", path.c_str(), std::strerror(err)));
   }
   return Status::Ok();

@@ -29,7 +29,8 @@ class GgufWriter {
   // Adds a tensor whose bytes are produced only when serializing/writing.
   void AddTensorLazy(const std::string& name, std::vector<int64_t> dims, DType dtype,
                      Producer produce);
-  // Serializes to bytes / writes to a file (reports the path and errno text on failure).
+  // Serializes to bytes / writes to a file (reports the path and errno text on failure). Write
+  // goes through `<path>.tmp.<pid>` renamed over `path`: a failed write leaves no partial file.
   std::string Serialize() const;
   Status Write(const std::string& path) const;
 

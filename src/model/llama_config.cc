@@ -134,7 +134,7 @@ StatusOr<LlamaConfig> LlamaConfig::FromGguf(const GgufFile& gguf) {
   c.has_qkv_bias = c.arch == "qwen2";
 
   // Vocabulary size: the tokenizer's token list, else `<arch>.vocab_size`, else the embedding.
-  if (const std::vector<GgufValue>* tokens = gguf.GetArray("tokenizer.ggml.tokens")) {
+  if (const GgufValue* tokens = gguf.GetArray("tokenizer.ggml.tokens")) {
     c.n_vocab = static_cast<int>(std::min<size_t>(tokens->size(), kMaxDim + 1));
   } else if (gguf.Find(r.Key("vocab_size")) != nullptr) {
     GOOSE_RETURN_IF_ERROR(r.Int("vocab_size", -1, &c.n_vocab));

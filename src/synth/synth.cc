@@ -147,22 +147,18 @@ Status CopyVocab(const GgufFile& src, int n_vocab, GgufWriter* w) {
     const size_t pad = static_cast<size_t>(n_vocab) - n_src;
     if (key == "tokenizer.ggml.tokens" || key == "tokenizer.ggml.scores" ||
         key == "tokenizer.ggml.token_type") {
-      if (v.type != GgufType::kArray || v.array.size() != n_src) {
+      if (v.type != GgufType::kArray || v.size() != n_src) {
         return Status::Error(StrFormat("%s: %s has %zu entries, expected %zu (one per token)",
-                                       src.path().c_str(), key.c_str(), v.array.size(), n_src));
+                                       src.path().c_str(), key.c_str(), v.size(), n_src));
       }
-      v.array.reserve(n_vocab);
       for (size_t i = 0; i < pad; ++i) {
         const size_t id = n_src + i;
         if (key == "tokenizer.ggml.tokens") {
-          v.array.push_back(GgufValue::String(StrFormat("<pad_%zu>", id)));
+          v.Append(GgufValue::String(StrFormat("<pad_%zu>", id)));
         } else if (key == "tokenizer.ggml.scores") {
-          v.array.push_back(GgufValue::F32(-1e9f));  // never preferred by SPM merging
+          v.Append(GgufValue::F32(-1e9f));  // never preferred by SPM merging
         } else {
-          GgufValue t = GgufValue::I32(kTokenTypeUnused);
-          t.type = v.elem_type;
-          t.u = kTokenTypeUnused;
-          v.array.push_back(t);
+          v.Append(GgufValue::I32(kTokenTypeUnused));
         }
       }
     }

@@ -63,11 +63,11 @@ Status ReadString(const GgufFile& g, const char* name, std::string* out, bool re
 
 // Returns the array under `name` (nullptr if absent), checking its element kind and length.
 enum class ElemKind { kString, kNumber, kInteger };
-StatusOr<const std::vector<GgufValue>*> ReadArray(const GgufFile& g, const char* name,
-                                                  ElemKind kind, int64_t want_len) {
+StatusOr<const GgufValue*> ReadArray(const GgufFile& g, const char* name, ElemKind kind,
+                                     int64_t want_len) {
   const std::string key = Key(name);
   const GgufValue* v = g.Find(key);
-  if (!v) return static_cast<const std::vector<GgufValue>*>(nullptr);
+  if (!v) return static_cast<const GgufValue*>(nullptr);
   if (v->type != GgufType::kArray) {
     return Status::Error(StrFormat("%s: metadata key %s has type %s, expected an array",
                                    g.path().c_str(), key.c_str(),
@@ -96,12 +96,12 @@ StatusOr<const std::vector<GgufValue>*> ReadArray(const GgufFile& g, const char*
                                    g.path().c_str(), key.c_str(),
                                    std::string(GgufTypeName(et)).c_str(), want));
   }
-  if (want_len >= 0 && static_cast<int64_t>(v->array.size()) != want_len) {
+  if (want_len >= 0 && static_cast<int64_t>(v->size()) != want_len) {
     return Status::Error(StrFormat(
         "%s: metadata key %s has %zu elements but tokenizer.ggml.tokens has %lld",
-        g.path().c_str(), key.c_str(), v->array.size(), static_cast<long long>(want_len)));
+        g.path().c_str(), key.c_str(), v->size(), static_cast<long long>(want_len)));
   }
-  return &v->array;
+  return v;
 }
 
 // Texts that llama.cpp also treats as end-of-generation when present as control tokens.
@@ -185,7 +185,7 @@ StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromGguf(const GgufFile& gguf) {
   im->pre = "default";
   GOOSE_RETURN_IF_ERROR(ReadString(gguf, "pre", &im->pre, /*required=*/false));
 
-  GOOSE_ASSIGN_OR_RETURN(const std::vector<GgufValue>* tokens,
+  GOOSE_ASSIGN_OR_RETURN(const GgufValue* tokens,
                          ReadArray(gguf, "tokens", ElemKind::kString, -1));
   if (!tokens) {
     return Status::Error(
@@ -197,25 +197,25 @@ StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromGguf(const GgufFile& gguf) {
         StrFormat("%s: metadata key tokenizer.ggml.tokens has %lld entries", path,
                   static_cast<long long>(n)));
   }
-  GOOSE_ASSIGN_OR_RETURN(const std::vector<GgufValue>* scores,
+  GOOSE_ASSIGN_OR_RETURN(const GgufValue* scores,
                          ReadArray(gguf, "scores", ElemKind::kNumber, n));
-  GOOSE_ASSIGN_OR_RETURN(const std::vector<GgufValue>* types,
+  GOOSE_ASSIGN_OR_RETURN(const GgufValue* types,
                          ReadArray(gguf, "token_type", ElemKind::kInteger, n));
 
   im->tokens.reserve(n);
   im->token_to_id.reserve(n);
   for (int64_t i = 0; i < n; ++i) {
-    im->tokens.push_back((*tokens)[i].str);
+    im->tokens.push_back(tokens->strings[i]);
     im->token_to_id[im->tokens.back()] = static_cast<int32_t>(i);  // last wins, as llama.cpp
   }
   im->scores.assign(n, 0.0f);
   if (scores) {
-    for (int64_t i = 0; i < n; ++i) im->scores[i] = static_cast<float>((*scores)[i].AsDouble());
+    for (int64_t i = 0; i < n; ++i) im->scores[i] = static_cast<float>(scores->At(i).AsDouble());
   }
   im->types.assign(n, kTokenNormal);
   if (types) {
     for (int64_t i = 0; i < n; ++i) {
-      const int64_t t = (*types)[i].AsInt();
+      const int64_t t = types->At(i).AsInt();
       if (t < 0 || t > kTokenByte) {
         return Status::Error(StrFormat(
             "%s: metadata key tokenizer.ggml.token_type[%lld] = %lld is not a token type (0..6)",
@@ -226,7 +226,7 @@ StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromGguf(const GgufFile& gguf) {
   }
 
   if (!im->is_spm) {
-    GOOSE_ASSIGN_OR_RETURN(const std::vector<GgufValue>* merges,
+    GOOSE_ASSIGN_OR_RETURN(const GgufValue* merges,
                            ReadArray(gguf, "merges", ElemKind::kString, -1));
     if (!merges) {
       return Status::Error(StrFormat(
@@ -234,7 +234,7 @@ StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromGguf(const GgufFile& gguf) {
     }
     im->merge_rank.reserve(merges->size());
     for (size_t i = 0; i < merges->size(); ++i) {
-      const std::string& m = (*merges)[i].str;
+      const std::string& m = merges->strings[i];
       // Split at the first space after the first byte, so a merge of " " itself would parse.
       const size_t sp = m.size() > 1 ? m.find(' ', 1) : std::string::npos;
       if (sp == std::string::npos) {

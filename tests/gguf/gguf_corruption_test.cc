@@ -3,15 +3,29 @@
 // length and deterministic byte flips over the real tiny model.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <new>
 #include <string>
 #include <vector>
 
 #include "gguf/gguf_file.h"
 #include "gguf/gguf_writer.h"
 #include "util/rng.h"
+
+// Counts every byte requested from operator new in this test binary, so a test can bound what
+// parsing allocates (cumulative, not net: freed memory still counts).
+static std::atomic<uint64_t> g_new_bytes{0};
+
+void* operator new(std::size_t n) {
+  g_new_bytes.fetch_add(n, std::memory_order_relaxed);
+  if (void* p = std::malloc(n ? n : 1)) return p;
+  throw std::bad_alloc();
+}
+[[gnu::noinline]] void operator delete(void* p) noexcept { std::free(p); }
+[[gnu::noinline]] void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 
 namespace goose {
 namespace {
@@ -156,6 +170,80 @@ TEST(GgufCorruptionTest, EachKindIsReportedWithContext) {
           << c.label << ": message lacks \"" << want << "\": " << msg;
     }
   }
+}
+
+// Files whose metadata would be huge once materialized: each either parses into a compact form
+// or fails with the memory-bound error, and parsing allocates at most a small multiple of the
+// file size (an image of 4 MiB; one GgufValue per element would be ~100x that).
+struct MemoryCase {
+  const char* label;
+  std::string bytes;
+  const char* error;  // nullptr: must parse; else a substring of the error
+  uint64_t n_elements = 0;  // parsed: element count of the first key's array
+};
+
+std::vector<MemoryCase> MemoryCases() {
+  constexpr uint64_t kN = 4u << 20;
+  std::vector<MemoryCase> c;
+  c.push_back({"huge uint8 array", Raw().Header(0, 1).Str("big").U32(9).U32(0).U64(kN).Zeros(kN).b,
+               nullptr, kN});
+  c.push_back({"huge bool array", Raw().Header(0, 1).Str("big").U32(9).U32(7).U64(kN).Zeros(kN).b,
+               nullptr, kN});
+  c.push_back({"huge float64 array",
+               Raw().Header(0, 1).Str("big").U32(9).U32(12).U64(kN / 8).Zeros(kN).b, nullptr,
+               kN / 8});
+  c.push_back({"huge array of empty strings",
+               Raw().Header(0, 1).Str("strs").U32(9).U32(8).U64(kN / 8).Zeros(kN).b, nullptr,
+               kN / 8});
+  {
+    Raw r;
+    r.Header(0, 1).Str("nest").U32(9).U32(9).U64(kN / 12);
+    for (uint64_t i = 0; i < kN / 12; ++i) r.U32(0).U64(0);  // empty uint8 arrays
+    c.push_back({"huge array of empty arrays", r.b, "would need more than", 0});
+  }
+  {
+    Raw r;  // two arrays of 2 MiB of uint8 each, nested one level
+    r.Header(0, 1).Str("nest").U32(9).U32(9).U64(2);
+    for (int i = 0; i < 2; ++i) r.U32(0).U64(kN / 2).Zeros(kN / 2);
+    c.push_back({"nested huge uint8 arrays", r.b, nullptr, 2});
+  }
+  {
+    Raw r;  // the most key-value pairs a file this size can hold: one uint8 each
+    const uint64_t n_kv = kN / 20;
+    r.Header(0, n_kv);
+    for (uint64_t i = 0; i < n_kv; ++i) r.Str(StrFormat("k%06llu", static_cast<unsigned long long>(i))).U32(0).U8(0);
+    c.push_back({"huge number of keys", r.b, "would need more than", 0});
+  }
+  return c;
+}
+
+TEST(GgufCorruptionTest, HugeMetadataNeverAllocatesMuchMoreThanTheFile) {
+  for (const MemoryCase& c : MemoryCases()) {
+    const uint64_t before = g_new_bytes.load();
+    auto f = GgufFile::FromBytes(c.bytes, "big.gguf");  // includes one copy of the image
+    const uint64_t allocated = g_new_bytes.load() - before;
+    EXPECT_LE(allocated, (GgufFile::kMaxMetadataExpansion + 2) * c.bytes.size() + (2u << 20))
+        << c.label;
+    if (c.error == nullptr) {
+      ASSERT_TRUE(f.ok()) << c.label << ": " << f.status().message();
+      const GgufValue& v = (*f)->metadata()[0].second;
+      EXPECT_EQ(v.size(), c.n_elements) << c.label;
+    } else {
+      ASSERT_FALSE(f.ok()) << c.label;
+      EXPECT_EQ(f.status().message().rfind("big.gguf: ", 0), 0u) << f.status().message();
+      EXPECT_NE(f.status().message().find(c.error), std::string::npos)
+          << c.label << ": " << f.status().message();
+    }
+  }
+}
+
+TEST(GgufCorruptionTest, BadBoolArrayElementIsReported) {
+  auto f = GgufFile::FromBytes(Raw().Header(0, 1).Str("flags").U32(9).U32(7).U64(3).U8(1).U8(0)
+                                   .U8(2).b, "bad.gguf");
+  ASSERT_FALSE(f.ok());
+  EXPECT_NE(f.status().message().find("bool element 2 is 2"), std::string::npos)
+      << f.status().message();
+  EXPECT_NE(f.status().message().find("'flags'"), std::string::npos);
 }
 
 TEST(GgufCorruptionTest, ValidBaselinesParse) {

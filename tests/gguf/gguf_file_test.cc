@@ -2,11 +2,13 @@
 #include "gguf/gguf_file.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <string>
 
 #include "gguf/gguf_writer.h"
@@ -35,9 +37,14 @@ TEST(GgufFileTest, ReadsTinyLlama) {
   const auto* tokens = g.GetArray("tokenizer.ggml.tokens");
   ASSERT_NE(tokens, nullptr);
   ASSERT_EQ(tokens->size(), 512u);
-  EXPECT_EQ((*tokens)[0].str, "<unk>");
-  EXPECT_EQ((*tokens)[1].str, "<s>");
-  EXPECT_EQ((*tokens)[2].str, "</s>");
+  EXPECT_EQ(tokens->strings[0], "<unk>");
+  EXPECT_EQ(tokens->strings[1], "<s>");
+  EXPECT_EQ(tokens->At(2).str, "</s>");
+  const GgufValue* scores = g.GetArray("tokenizer.ggml.scores");
+  ASSERT_NE(scores, nullptr);
+  ASSERT_EQ(scores->size(), 512u);
+  EXPECT_EQ(scores->packed.size(), 512u * 4);  // packed as in the file
+  EXPECT_EQ(g.GetArray("llama.block_count"), nullptr);  // not an array
   EXPECT_EQ(g.Find("tokenizer.ggml.tokens")->elem_type, GgufType::kString);
 
   const GgufTensorInfo* emb = g.FindTensor("token_embd.weight");
@@ -106,6 +113,13 @@ TEST(GgufWriterTest, RoundTripsEveryValueTypeAndTensors) {
                                    {GgufValue::I32Array({1, 2}),
                                     GgufValue::Array(GgufType::kArray,
                                                      {GgufValue::StringArray({"deep"})})}));
+  w.Set("bools", GgufValue::Array(GgufType::kBool, {GgufValue::Bool(true), GgufValue::Bool(false),
+                                                    GgufValue::Bool(true)}));
+  w.Set("mixed", GgufValue::Array(GgufType::kInt8, {GgufValue::I32(-3), GgufValue::U32(127),
+                                                    GgufValue::I32(-128), GgufValue::I32(0)}));
+  w.Set("u64s", GgufValue::Array(GgufType::kUint64, {GgufValue::U64(18000000000000000000ull)}));
+  w.Set("f64s", GgufValue::Array(GgufType::kFloat64,
+                                 {Typed(GgufType::kFloat64, 0, 0, 3.141592653589793)}));
   w.Set("u32", GgufValue::U32(7));  // replaces, keeps position
   w.Set("general.alignment", GgufValue::U32(64));
 
@@ -126,7 +140,7 @@ TEST(GgufWriterTest, RoundTripsEveryValueTypeAndTensors) {
   ASSERT_TRUE(f.ok()) << f.status().message();
   const GgufFile& g = **f;
   EXPECT_EQ(g.alignment(), 64u);
-  ASSERT_EQ(g.metadata().size(), 17u);
+  ASSERT_EQ(g.metadata().size(), 21u);
   EXPECT_EQ(g.metadata()[4].first, "u32");
   EXPECT_EQ(g.GetInt("u8"), 200);
   EXPECT_EQ(g.GetInt("i8"), -100);
@@ -144,15 +158,30 @@ TEST(GgufWriterTest, RoundTripsEveryValueTypeAndTensors) {
   EXPECT_EQ(g.GetFloat("u32"), 7.0);
   ASSERT_NE(g.GetArray("strs"), nullptr);
   EXPECT_EQ(g.GetArray("strs")->size(), 3u);
-  EXPECT_EQ((*g.GetArray("strs"))[2].str, "ccc");
-  EXPECT_EQ((*g.GetArray("f32s"))[1].f, -2.5);
+  EXPECT_EQ(g.GetArray("strs")->strings[2], "ccc");
+  EXPECT_EQ(g.GetArray("strs")->At(1).str, "");
+  EXPECT_EQ(g.GetArray("f32s")->At(1).f, -2.5);
+  EXPECT_EQ(g.GetArray("f32s")->At(1).type, GgufType::kFloat32);
   EXPECT_TRUE(g.GetArray("i32s")->empty());
   EXPECT_EQ(g.Find("i32s")->elem_type, GgufType::kInt32);
-  const auto& nested = *g.GetArray("nested");
+  const GgufValue& nested = *g.GetArray("nested");
   ASSERT_EQ(nested.size(), 2u);
-  EXPECT_EQ(nested[0].elem_type, GgufType::kInt32);
-  EXPECT_EQ(nested[0].array[1].i, 2);
-  EXPECT_EQ(nested[1].array[0].array[0].str, "deep");
+  EXPECT_EQ(nested.arrays[0].elem_type, GgufType::kInt32);
+  EXPECT_EQ(nested.arrays[0].At(1).i, 2);
+  EXPECT_EQ(nested.arrays[1].arrays[0].strings[0], "deep");
+  const GgufValue& bools = *g.GetArray("bools");
+  ASSERT_EQ(bools.size(), 3u);
+  EXPECT_EQ(bools.At(1).u, 0u);
+  EXPECT_EQ(bools.At(2).AsInt(), 1);
+  const GgufValue& small = *g.GetArray("mixed");
+  ASSERT_EQ(small.size(), 4u);
+  EXPECT_EQ(small.At(0).AsInt(), -3);
+  EXPECT_EQ(small.At(1).AsInt(), 127);
+  EXPECT_EQ(small.At(2).AsInt(), -128);
+  EXPECT_EQ(small.At(3).type, GgufType::kInt8);
+  const GgufValue& u64s = *g.GetArray("u64s");
+  EXPECT_EQ(u64s.At(0).u, 18000000000000000000ull);
+  EXPECT_EQ(g.GetArray("f64s")->At(0).f, 3.141592653589793);
 
   ASSERT_EQ(g.tensors().size(), 4u);
   const std::vector<uint8_t>* want[] = {&f32, &f16, &q8, &i8};
@@ -181,6 +210,45 @@ TEST(GgufWriterTest, WriteToBadPathFails) {
   Status s = w.Write("/nonexistent_dir/out.gguf");
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("/nonexistent_dir/out.gguf"), std::string::npos);
+}
+
+TEST(GgufWriterTest, WriteGoesThroughATempFileRenamedAtTheEnd) {
+  const std::string path = ::testing::TempDir() + "/goose_atomic_" +
+                           std::to_string(::getpid()) + ".gguf";
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  {
+    std::FILE* f = std::fopen(path.c_str(), "wb");
+    ASSERT_NE(f, nullptr);
+    std::fputs("old", f);
+    std::fclose(f);
+  }
+  GgufWriter w;
+  w.Set("k", GgufValue::U32(1));
+  bool checked = false;
+  w.AddTensorLazy("t", {8}, DType::kF32, [&](uint8_t* out) {
+    // Mid-write: the bytes go to the temp file and the old file is still whole.
+    EXPECT_TRUE(std::filesystem::exists(tmp));
+    EXPECT_EQ(std::filesystem::file_size(path), 3u);
+    std::memset(out, 0, 32);
+    checked = true;
+  });
+  ASSERT_TRUE(w.Write(path).ok());
+  EXPECT_TRUE(checked);
+  EXPECT_FALSE(std::filesystem::exists(tmp));
+  EXPECT_TRUE(GgufFile::Open(path).ok());
+  std::remove(path.c_str());
+
+  // A failing rename (the target is a directory) reports the path and leaves no temp file.
+  const std::string dir = path + ".dir";
+  std::filesystem::create_directory(dir);
+  GgufWriter plain;
+  plain.Set("k", GgufValue::U32(1));
+  Status s = plain.Write(dir);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find(dir), std::string::npos) << s.message();
+  EXPECT_FALSE(std::filesystem::exists(dir + ".tmp." + std::to_string(::getpid())));
+  EXPECT_TRUE(std::filesystem::is_directory(dir));
+  std::filesystem::remove(dir);
 }
 
 }  // namespace
