@@ -34,7 +34,7 @@ bool Better(float a, int32_t ia, float b, int32_t ib) {
 }
 
 constexpr char kMagic[8] = {'G', 'O', 'O', 'S', 'E', 'T', 'T', '1'};
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;  // 2: model fingerprint
 
 }  // namespace
 
@@ -71,8 +71,9 @@ void TopK(const float* logits, int n_vocab, int k, int32_t* ids, float* scores) 
   }
 }
 
-TransitionTable::TransitionTable(int n_vocab, int k, int bigram_log2_slots, bool use_bigram)
-    : n_vocab_(n_vocab), k_(k), use_bigram_(use_bigram) {
+TransitionTable::TransitionTable(int n_vocab, int k, int bigram_log2_slots, bool use_bigram,
+                                 uint64_t model_fingerprint)
+    : n_vocab_(n_vocab), k_(k), use_bigram_(use_bigram), fingerprint_(model_fingerprint) {
   GOOSE_CHECK(n_vocab > 0 && k > 0);
   GOOSE_CHECK(bigram_log2_slots >= 0 && bigram_log2_slots <= 30);
   uni_ids_.assign(static_cast<size_t>(n_vocab) * k, 0);
@@ -210,10 +211,13 @@ size_t TransitionTable::memory_bytes() const {
 size_t TransitionTable::bigram_entries() const { return bigram_count_; }
 
 // File layout (little-endian, native widths):
-//   char magic[8] = "GOOSETT1"; u32 version; i32 n_vocab; i32 k; u32 use_bigram; u64 slots;
+//   char magic[8] = "GOOSETT1"; u32 version = 2; u64 model_fingerprint; i32 n_vocab; i32 k;
+//   u32 use_bigram; u64 slots;
 //   i32 uni_ids[n_vocab*k]; f32 uni_scores[n_vocab*k]; u8 observed[n_vocab];
 //   u64 bi_keys[slots]; i32 bi_ids[slots*k]; f32 bi_scores[slots*k].
 namespace {
+
+constexpr size_t kHeaderBytes = 8 + 4 + 8 + 4 + 4 + 4 + 8;
 
 struct FileCloser {
   void operator()(std::FILE* f) const { std::fclose(f); }
@@ -233,6 +237,7 @@ Status TransitionTable::Save(const std::string& path) const {
   const uint32_t version = kVersion, use_bigram = use_bigram_ ? 1 : 0;
   const uint64_t slots = bi_keys_.size();
   bool ok = std::fwrite(kMagic, 1, 8, f.get()) == 8 && std::fwrite(&version, 4, 1, f.get()) == 1 &&
+            std::fwrite(&fingerprint_, 8, 1, f.get()) == 1 &&
             std::fwrite(&n_vocab_, 4, 1, f.get()) == 1 && std::fwrite(&k_, 4, 1, f.get()) == 1 &&
             std::fwrite(&use_bigram, 4, 1, f.get()) == 1 && std::fwrite(&slots, 8, 1, f.get()) == 1;
   ok = ok && WriteVec(f.get(), uni_ids_) && WriteVec(f.get(), uni_scores_) &&
@@ -252,10 +257,9 @@ Status TransitionTable::Load(const std::string& path) {
     if (bytes == 0) return Status::Ok();
     const size_t got = std::fread(dst, 1, bytes, f.get());
     if (got != bytes) {
-      return Status::Error(
-          StrFormat("%s: truncated file: %s needs %zu bytes at offset %zu, %zu "
-                    "available",
-                    p, what, bytes, offset, got));
+      return Status::Error(StrFormat("%s: truncated file: %s needs %zu bytes at offset %zu, %zu "
+                                     "available",
+                                     p, what, bytes, offset, got));
     }
     offset += bytes;
     return Status::Ok();
@@ -266,34 +270,57 @@ Status TransitionTable::Load(const std::string& path) {
     return Status::Error(StrFormat("%s: bad magic at offset 0 (not a goose transition table)", p));
   }
   uint32_t version = 0, use_bigram = 0;
+  uint64_t fingerprint = 0, slots = 0;
   int32_t n_vocab = 0, k = 0;
-  uint64_t slots = 0;
   GOOSE_RETURN_IF_ERROR(read(&version, 4, "version"));
   if (version != kVersion) {
     return Status::Error(
         StrFormat("%s: unsupported version %u at offset 8 (expected %u)", p, version, kVersion));
   }
+  GOOSE_RETURN_IF_ERROR(read(&fingerprint, 8, "model fingerprint"));
   GOOSE_RETURN_IF_ERROR(read(&n_vocab, 4, "n_vocab"));
   GOOSE_RETURN_IF_ERROR(read(&k, 4, "k"));
   GOOSE_RETURN_IF_ERROR(read(&use_bigram, 4, "use_bigram"));
   GOOSE_RETURN_IF_ERROR(read(&slots, 8, "bigram slots"));
+  // The header must describe exactly this table: nothing is adopted from the file.
+  if (fingerprint != fingerprint_) {
+    return Status::Error(StrFormat("%s: model mismatch at offset 12: the table was saved for "
+                                   "model %016llx, this is model %016llx",
+                                   p, static_cast<unsigned long long>(fingerprint),
+                                   static_cast<unsigned long long>(fingerprint_)));
+  }
   if (n_vocab != n_vocab_) {
-    return Status::Error(
-        StrFormat("%s: vocab mismatch at offset 12: file has n_vocab %d, table "
-                  "has %d",
-                  p, n_vocab, n_vocab_));
+    return Status::Error(StrFormat("%s: vocab mismatch at offset 20: file has n_vocab %d, table "
+                                   "has %d",
+                                   p, n_vocab, n_vocab_));
   }
   if (k != k_) {
     return Status::Error(
-        StrFormat("%s: K mismatch at offset 16: file has k %d, table has %d", p, k, k_));
+        StrFormat("%s: K mismatch at offset 24: file has k %d, table has %d", p, k, k_));
   }
-  if (use_bigram > 1 || (use_bigram == 0 && slots != 0) ||
-      (use_bigram == 1 && (slots == 0 || (slots & (slots - 1)) != 0 || slots > (1ull << 30)))) {
-    return Status::Error(StrFormat("%s: bad bigram header at offset 20: use_bigram %u, slots %llu",
-                                   p, use_bigram, static_cast<unsigned long long>(slots)));
+  const uint32_t want_bigram = use_bigram_ ? 1 : 0;
+  const uint64_t want_slots = bi_keys_.size();
+  if (use_bigram != want_bigram || slots != want_slots) {
+    return Status::Error(StrFormat("%s: bigram tier mismatch at offset 28: file has use_bigram "
+                                   "%u with %llu slots, table has use_bigram %u with %llu slots",
+                                   p, use_bigram, static_cast<unsigned long long>(slots),
+                                   want_bigram, static_cast<unsigned long long>(want_slots)));
+  }
+  // The exact size, before allocating anything the header asks for.
+  const size_t nk = static_cast<size_t>(n_vocab) * k;
+  const size_t want_bytes = kHeaderBytes + nk * 8 + static_cast<size_t>(n_vocab) +
+                            slots * 8 + slots * k * 8;
+  if (std::fseek(f.get(), 0, SEEK_END) != 0) return Status::Error(StrFormat("%s: cannot seek", p));
+  const long file_bytes = std::ftell(f.get());
+  if (file_bytes < 0 || static_cast<size_t>(file_bytes) != want_bytes) {
+    return Status::Error(StrFormat("%s: file is %ld bytes, the header at offset 0 implies %zu "
+                                   "(truncated or trailing bytes)",
+                                   p, file_bytes, want_bytes));
+  }
+  if (std::fseek(f.get(), static_cast<long>(offset), SEEK_SET) != 0) {
+    return Status::Error(StrFormat("%s: cannot seek", p));
   }
   // Read into temporaries so a bad file leaves the table unchanged.
-  const size_t nk = static_cast<size_t>(n_vocab) * k;
   std::vector<int32_t> uni_ids(nk), bi_ids(slots * k);
   std::vector<float> uni_scores(nk), bi_scores(slots * k);
   std::vector<uint8_t> observed(n_vocab);
@@ -308,9 +335,6 @@ Status TransitionTable::Load(const std::string& path) {
   const size_t bi_ids_off = offset;
   GOOSE_RETURN_IF_ERROR(read(bi_ids.data(), slots * k * 4, "bigram ids"));
   GOOSE_RETURN_IF_ERROR(read(bi_scores.data(), slots * k * 4, "bigram scores"));
-  if (std::fgetc(f.get()) != EOF) {
-    return Status::Error(StrFormat("%s: trailing bytes after offset %zu", p, offset));
-  }
   // Content validation: every id must be a token or the -1 padding, so a drafted id can never
   // index outside the vocab.
   for (size_t i = 0; i < nk; ++i) {
@@ -343,7 +367,6 @@ Status TransitionTable::Load(const std::string& path) {
                                      bi_ids_off + 4 * i));
     }
   }
-  use_bigram_ = use_bigram != 0;
   uni_ids_ = std::move(uni_ids);
   uni_scores_ = std::move(uni_scores);
   observed_ = std::move(observed);

@@ -16,9 +16,13 @@
 //   a harvest with fewer than K entries pads with id -1 / score 0, which Successors drops.
 // - Bigram tier: 2^bigram_log2_slots slots, a key probes 4 slots from its hash; when all 4 hold
 //   other keys the home slot is overwritten (the older bigram is forgotten).
-// - Save/Load a binary file (magic, version, n_vocab, K, both tiers); Load validates the header
-//   (n_vocab and K must equal this table's), the exact size and every id, and leaves the table
-//   unchanged on error. Load adopts the file's bigram slot count.
+// - Save/Load a binary file (magic, version, model fingerprint, n_vocab, K, bigram setting and
+//   slot count, both tiers). Load requires every header field to equal this table's (a table
+//   of another model, of a unigram-only TR table into a bigram table, or of another size is an
+//   error, never silently adapted), checks the file's exact size before allocating anything and
+//   every id after reading, and leaves the table unchanged on error.
+// - model_fingerprint identifies the model the table was harvested from (the engine passes
+//   ModelFingerprint(model)); 0 = unspecified, which only matches 0.
 // - Not thread-safe; may be shared across requests of one model (hot start).
 #pragma once
 
@@ -42,7 +46,8 @@ void TopK(const float* logits, int n_vocab, int k, int32_t* ids, float* scores);
 
 class TransitionTable {
  public:
-  TransitionTable(int n_vocab, int k = 10, int bigram_log2_slots = 16, bool use_bigram = true);
+  TransitionTable(int n_vocab, int k = 10, int bigram_log2_slots = 16, bool use_bigram = true,
+                  uint64_t model_fingerprint = 0);
 
   void Harvest(int32_t prev, int32_t tok, std::span<const int32_t> ids,
                std::span<const float> scores);
@@ -61,12 +66,15 @@ class TransitionTable {
 
   int n_vocab() const { return n_vocab_; }
   int k() const { return k_; }
+  bool use_bigram() const { return use_bigram_; }
+  uint64_t model_fingerprint() const { return fingerprint_; }
   size_t memory_bytes() const;
   size_t bigram_entries() const;
 
  private:
   int n_vocab_, k_;
   bool use_bigram_;
+  uint64_t fingerprint_;
   std::vector<int32_t> uni_ids_;    // [n_vocab, k]
   std::vector<float> uni_scores_;   // [n_vocab, k]
   std::vector<uint8_t> observed_;   // [n_vocab]

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <string>
@@ -203,7 +204,7 @@ TEST(TransitionTableTest, SaveLoadRoundTrip) {
   HarvestIds(&t, 9, 10, {63, 0, 1});
   const std::string path = TempPath("roundtrip.bin");
   ASSERT_TRUE(t.Save(path).ok());
-  TransitionTable u(64, 3, 2);
+  TransitionTable u(64, 3, 5);
   ASSERT_TRUE(u.Load(path).ok()) << u.Load(path).message();
   EXPECT_EQ(Ids(u.Successors(2, 1)), (std::vector<int32_t>{3, 4, 5}));
   EXPECT_EQ(Ids(u.Successors(9, 4)), (std::vector<int32_t>{10, 11}));
@@ -219,14 +220,14 @@ TEST(TransitionTableTest, SaveLoadRoundTrip) {
 }
 
 TEST(TransitionTableTest, LoadRejectsCorruptFilesAndKeepsTable) {
-  TransitionTable t(64, 3, 4);
+  TransitionTable t(64, 3, 4, true, /*model_fingerprint=*/0x1234);
   HarvestIds(&t, 1, 2, {3, 4, 5});
   const std::string path = TempPath("good.bin");
   ASSERT_TRUE(t.Save(path).ok());
   const std::string good = ReadAll(path);
   const std::string bad = TempPath("bad.bin");
 
-  TransitionTable u(64, 3, 4);
+  TransitionTable u(64, 3, 4, true, 0x1234);
   HarvestIds(&u, -1, 7, {8});
   auto expect_error = [&](const std::string& data, const std::string& needle) {
     WriteAll(bad, data);
@@ -235,6 +236,11 @@ TEST(TransitionTableTest, LoadRejectsCorruptFilesAndKeepsTable) {
     EXPECT_NE(s.message().find(needle), std::string::npos) << s.message();
     EXPECT_NE(s.message().find(bad), std::string::npos) << s.message();
     EXPECT_EQ(Ids(u.Successors(7, -1)), (std::vector<int32_t>{8}));  // unchanged
+  };
+  auto patch = [&](size_t offset, const void* bytes, size_t n) {
+    std::string d = good;
+    std::memcpy(d.data() + offset, bytes, n);
+    return d;
   };
   std::string d = good;
   d[0] = 'X';
@@ -246,20 +252,58 @@ TEST(TransitionTableTest, LoadRejectsCorruptFilesAndKeepsTable) {
   d[8] = 9;  // version
   expect_error(d, "version");
   d = good;
-  d[12] = 65;  // n_vocab
+  d[12] ^= 1;  // model fingerprint
+  expect_error(d, "model mismatch");
+  d = good;
+  d[20] = 65;  // n_vocab
   expect_error(d, "vocab mismatch");
   d = good;
-  d[16] = 4;  // k
+  d[24] = 4;  // k
   expect_error(d, "K mismatch");
+  const uint32_t no_bigram = 0;
+  expect_error(patch(28, &no_bigram, 4), "bigram tier mismatch");
+  // A header asking for 2^30 bigram slots (~95 GB with K = 10) fails before any allocation.
+  const uint64_t huge = uint64_t{1} << 30;
+  expect_error(patch(32, &huge, 8), "bigram tier mismatch");
+  const size_t first_id = 8 + 4 + 8 + 4 + 4 + 4 + 8;
   d = good;
-  const size_t first_id = 8 + 4 + 4 + 4 + 4 + 8;
   d[first_id + 2 * 3 * 4] = 100;  // row 2, rank 0 id = 100 >= n_vocab
   expect_error(d, "out of range");
   EXPECT_FALSE(u.Load(TempPath("does_not_exist.bin")).ok());
-  TransitionTable w(65, 3, 4);
+  TransitionTable w(65, 3, 4, true, 0x1234);
   const Status s = w.Load(path);
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.message().find("vocab mismatch"), std::string::npos);
+}
+
+TEST(TransitionTableTest, LoadRequiresTheSameModelBigramTierAndSlots) {
+  TransitionTable tr(64, 3, 4, /*use_bigram=*/false, 7);
+  HarvestIds(&tr, 1, 2, {3, 4, 5});
+  const std::string path = TempPath("tr.bin");
+  ASSERT_TRUE(tr.Save(path).ok());
+  // A unigram-only (TR) table into a bigram (GOOSE) table would silently drop the bigram tier.
+  TransitionTable goose(64, 3, 4, /*use_bigram=*/true, 7);
+  Status s = goose.Load(path);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("bigram tier mismatch"), std::string::npos) << s.message();
+  EXPECT_TRUE(goose.use_bigram());
+  // Same vocabulary and K, another model.
+  TransitionTable other_model(64, 3, 4, false, 8);
+  s = other_model.Load(path);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("model mismatch"), std::string::npos) << s.message();
+  EXPECT_FALSE(other_model.Observed(2));
+  // Another slot count.
+  TransitionTable small(64, 3, 4, true, 7), large(64, 3, 6, true, 7);
+  HarvestIds(&small, 1, 2, {3, 4, 5});
+  ASSERT_TRUE(small.Save(path).ok());
+  s = large.Load(path);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("16 slots"), std::string::npos) << s.message();
+  TransitionTable same(64, 3, 4, false, 7);
+  ASSERT_TRUE(tr.Save(path).ok());
+  ASSERT_TRUE(same.Load(path).ok());
+  EXPECT_EQ(Ids(same.Successors(2, 1)), (std::vector<int32_t>{3, 4, 5}));
 }
 
 }  // namespace
