@@ -134,7 +134,7 @@ struct Engine::Request {
   ContextMatcher matcher;  // pool = prompt + committed tokens (PLD and GOOSE only)
   int32_t anchor = -1;     // last committed token, not yet in the KV cache
   int32_t anchor_prev = -1;
-  double spine_ema = 0.5;  // paper GOOSE's spine-acceptance EMA (§1.8)
+  SpineEma spine_ema;      // paper GOOSE's spine-acceptance EMA (§1.8), exact
   SpecStats stats;
   std::vector<int32_t> topk_ids;
   std::vector<float> topk_scores;
@@ -321,7 +321,7 @@ StatusOr<GenerateResult> Engine::Generate(std::span<const int32_t> prompt,
       int spine_nodes = 0, spine_accepted = 0;
       for (int i = 1; i < tree.size(); ++i) spine_nodes += tree.source[i] == NodeSource::kSpine;
       for (int32_t v : acc.path) spine_accepted += tree.source[v] == NodeSource::kSpine;
-      r.spine_ema = 0.3 * (static_cast<double>(spine_accepted) / spine_nodes) + 0.7 * r.spine_ema;
+      r.spine_ema.Update(spine_accepted, spine_nodes);
     }
 
     const size_t before = out.size();

@@ -71,6 +71,27 @@ int BigUint::Compare(const BigUint& o) const {
   return 0;
 }
 
+int BigUint::Bits() const {
+  if (limbs_.empty()) return 0;
+  int top = 0;
+  for (uint32_t x = limbs_.back(); x != 0; x >>= 1) ++top;
+  return static_cast<int>(32 * (limbs_.size() - 1)) + top;
+}
+
+double BigUint::Ratio(const BigUint& a, const BigUint& b) {
+  // Drop the same number of low bits from both so the kept parts fit a double's range.
+  const int shift = std::max(0, std::max(a.Bits(), b.Bits()) - 64);
+  auto scaled = [shift](const BigUint& x) {
+    double v = 0;
+    for (size_t i = 0; i < x.limbs_.size(); ++i) {
+      const int e = static_cast<int>(32 * i) - shift;
+      if (e > -64) v += std::ldexp(static_cast<double>(x.limbs_[i]), e);
+    }
+    return v;
+  };
+  return scaled(a) / scaled(b);
+}
+
 std::vector<int> HarmonicAllocations(int share, int len) {
   std::vector<int> alloc(std::max(len, 0), 0);
   if (len <= 0 || share <= 0) return alloc;

@@ -30,6 +30,10 @@ class BigUint {
   void Add(const BigUint& o);
   // -1, 0, +1 as *this <, ==, > o.
   int Compare(const BigUint& o) const;
+  // Number of significant bits (0 for zero).
+  int Bits() const;
+  // a / b as the nearest-ish double (about 60 significant bits of each are used); b != 0.
+  static double Ratio(const BigUint& a, const BigUint& b);
 
  private:
   void Trim();

@@ -13,7 +13,7 @@ namespace goose {
 using tree_internal::Rational;
 using tree_internal::RationalFromDouble;
 
-SpineTreePlan PlanSpineTree(int spine_size, Confidence c, double spine_ema,
+SpineTreePlan PlanSpineTree(int spine_size, Confidence c, const SpineEma& spine_ema,
                             const GooseParams& params) {
   // Clamp c into [0, 1]; c == 1 is the saturated case.
   if (c.den <= 0 || c.num <= 0) c = {0, 1};
@@ -24,10 +24,10 @@ SpineTreePlan PlanSpineTree(int spine_size, Confidence c, double spine_ema,
   const int64_t extension = std::max(0, params.max_extended_chain - params.base_budget);
   plan.budget = params.base_budget + static_cast<int>(extension * cn / cd);
 
-  // Tier on the double EMA (a threshold test, not budget arithmetic).
-  const double tier = spine_ema < 0.2 ? params.tiers[0]
-                      : spine_ema < 0.4 ? params.tiers[1]
-                                        : params.tiers[2];
+  // Tier: e < 1/5, e < 2/5, else; exact (SpineEma keeps e as a fraction).
+  const double tier = spine_ema.Less(1, 5)   ? params.tiers[0]
+                      : spine_ema.Less(2, 5) ? params.tiers[1]
+                                             : params.tiers[2];
   const Rational r0 = RationalFromDouble(tier);
   // r = r0 + c (1 - r0) = (p cd + cn (q - p)) / (q cd) for r0 = p / q.
   __int128 rn = static_cast<__int128>(r0.num) * cd + cn * (r0.den - r0.num);
@@ -60,7 +60,7 @@ SpineTreePlan PlanSpineTree(int spine_size, Confidence c, double spine_ema,
 }
 
 DraftTree BuildSpineTree(int32_t anchor, int32_t anchor_prev, std::span<const int32_t> spine,
-                         Confidence c, double spine_ema, const TransitionTable& table,
+                         Confidence c, const SpineEma& spine_ema, const TransitionTable& table,
                          const GooseParams& params) {
   const SpineTreePlan plan =
       PlanSpineTree(static_cast<int>(spine.size()), c, spine_ema, params);

@@ -11,6 +11,7 @@
 #include "draft/context_matcher.h"
 #include "draft/transition_table.h"
 #include "tree/draft_tree.h"
+#include "tree/spine_ema.h"
 
 namespace goose {
 
@@ -67,19 +68,20 @@ DraftTree BuildFromTemplate(int32_t anchor, int32_t anchor_prev, const SequoiaSh
 struct GooseParams {
   int base_budget = 60;           // B0
   int max_extended_chain = 100;   // E = max(0, max_extended_chain - B0)
-  double tiers[3] = {0.15, 0.30, 0.50};  // r0 for e < 0.2, < 0.4, else
+  double tiers[3] = {0.15, 0.30, 0.50};  // r0 for e < 1/5, < 2/5, else (exact tests)
   double rho = 0.5;               // share of branch budget on spine nodes
   int k = 10;
   int max_depth = 6;              // D_max
   float min_score = 0.01f;
 };
 DraftTree BuildSpineTree(int32_t anchor, int32_t anchor_prev, std::span<const int32_t> spine,
-                         Confidence c, double spine_ema, const TransitionTable& table,
+                         Confidence c, const SpineEma& spine_ema, const TransitionTable& table,
                          const GooseParams& params);
 
 // The table-independent numbers of Algorithm 1 steps 1-4 and 6 for a spine of `spine_size`
 // tokens, in exact arithmetic (convention 15; tiers and rho are read as the rationals they print
-// as, 0.15 = 3/20). A confidence outside [0, 1] (or den <= 0) is clamped.
+// as, 0.15 = 3/20; the tier test on the EMA is exact, see SpineEma). A confidence outside
+// [0, 1] (or den <= 0) is clamped.
 struct SpineTreePlan {
   int budget = 0;                 // B = B0 + floor(c * E)
   int64_t ratio_num = 0;          // r = ratio_num / ratio_den = r0 + c (1 - r0)
@@ -90,7 +92,7 @@ struct SpineTreePlan {
   int root_share = 0;             // max(0, Bb - spine_share)
   std::vector<int> spine_alloc;   // [Ls] 1/(i+1) allocations of spine_share
 };
-SpineTreePlan PlanSpineTree(int spine_size, Confidence c, double spine_ema,
+SpineTreePlan PlanSpineTree(int spine_size, Confidence c, const SpineEma& spine_ema,
                             const GooseParams& params);
 
 }  // namespace goose

@@ -16,7 +16,7 @@ using tree_test::FillFullTable;
 int Sum(const std::vector<int>& v) { return std::accumulate(v.begin(), v.end(), 0); }
 
 TEST(SpinePlanTest, WorkedExampleBalancedTier) {  // c = 0, e = 0.5, |S| = 40
-  const SpineTreePlan p = PlanSpineTree(40, Confidence{0, 1}, 0.5, GooseParams{});
+  const SpineTreePlan p = PlanSpineTree(40, Confidence{0, 1}, SpineEma(1, 2), GooseParams{});
   EXPECT_EQ(p.budget, 60);
   EXPECT_EQ(p.ratio_num, 1);
   EXPECT_EQ(p.ratio_den, 2);
@@ -31,7 +31,7 @@ TEST(SpinePlanTest, WorkedExampleBalancedTier) {  // c = 0, e = 0.5, |S| = 40
 }
 
 TEST(SpinePlanTest, WorkedExampleLowTier) {  // c = 0, e = 0.1
-  const SpineTreePlan p = PlanSpineTree(40, Confidence{0, 1}, 0.1, GooseParams{});
+  const SpineTreePlan p = PlanSpineTree(40, Confidence{0, 1}, SpineEma(1, 10), GooseParams{});
   EXPECT_EQ(p.budget, 60);
   EXPECT_EQ(p.ratio_num, 3);
   EXPECT_EQ(p.ratio_den, 20);
@@ -40,13 +40,13 @@ TEST(SpinePlanTest, WorkedExampleLowTier) {  // c = 0, e = 0.1
   EXPECT_EQ(p.root_share, 25);
   EXPECT_EQ(p.spine_alloc, (std::vector<int>{8, 4, 2, 2, 1, 1, 1, 1, 1}));
   // Middle tier.
-  EXPECT_EQ(PlanSpineTree(40, Confidence{0, 1}, 0.3, GooseParams{}).spine_len, 18);
+  EXPECT_EQ(PlanSpineTree(40, Confidence{0, 1}, SpineEma(3, 10), GooseParams{}).spine_len, 18);
 }
 
 TEST(SpinePlanTest, WorkedExampleLongMatch) {  // c = 0.7 (8-token match), e = 0.5
   const Confidence c = MatchConfidence(8, false);
   ASSERT_EQ(c.num * 10, c.den * 7);
-  const SpineTreePlan p = PlanSpineTree(40, c, 0.5, GooseParams{});
+  const SpineTreePlan p = PlanSpineTree(40, c, SpineEma(1, 2), GooseParams{});
   EXPECT_EQ(p.budget, 88);
   EXPECT_EQ(p.ratio_num, 17);
   EXPECT_EQ(p.ratio_den, 20);
@@ -62,7 +62,7 @@ TEST(SpinePlanTest, WorkedExampleLongMatch) {  // c = 0.7 (8-token match), e = 0
 }
 
 TEST(SpinePlanTest, WorkedExampleSaturated) {  // c = 1
-  const SpineTreePlan p = PlanSpineTree(120, Confidence{1, 1}, 0.5, GooseParams{});
+  const SpineTreePlan p = PlanSpineTree(120, Confidence{1, 1}, SpineEma(1, 2), GooseParams{});
   EXPECT_EQ(p.budget, 100);
   EXPECT_EQ(p.ratio_num, 1);
   EXPECT_EQ(p.ratio_den, 1);
@@ -78,8 +78,46 @@ TEST(SpinePlanTest, FourteenTokenMatchIsExact) {
   const double c_double = 0.7 + 0.2 * (14 - 8) / 12;
   EXPECT_EQ(60 + static_cast<int>(c_double * 40), 91);
   const Confidence c = MatchConfidence(14, false);
-  EXPECT_EQ(PlanSpineTree(40, c, 0.5, GooseParams{}).budget, 92);
-  EXPECT_EQ(PlanSpineTree(0, Confidence{}, 0.5, GooseParams{}).spine_len, 0);
+  EXPECT_EQ(PlanSpineTree(40, c, SpineEma(1, 2), GooseParams{}).budget, 92);
+  EXPECT_EQ(PlanSpineTree(0, Confidence{}, SpineEma(1, 2), GooseParams{}).spine_len, 0);
+}
+
+TEST(SpineEmaTest, OneOfSixLandsExactlyOnTwoFifths) {
+  // §1.8 in doubles: 0.3 * (1/6) + 0.7 * 0.5 = 0.39999999999999997 picks tier 0.30.
+  EXPECT_LT(0.3 * (1.0 / 6) + 0.7 * 0.5, 0.4);
+  SpineEma e;
+  e.Update(1, 6);  // exactly 1/20 + 7/20 = 2/5
+  EXPECT_TRUE(e.exact());
+  EXPECT_FALSE(e.Less(2, 5));
+  EXPECT_TRUE(e.Less(401, 1000));
+  EXPECT_DOUBLE_EQ(e.value(), 0.4);
+  // Tier 0.50: r = 1/2 and a 40-token spine gets floor(60 / 2) = 30 nodes (not floor(60 * 0.3)).
+  const SpineTreePlan p = PlanSpineTree(40, Confidence{0, 1}, e, GooseParams{});
+  EXPECT_EQ(p.ratio_num, 1);
+  EXPECT_EQ(p.ratio_den, 2);
+  EXPECT_EQ(p.spine_len, 30);
+}
+
+TEST(SpineEmaTest, ExactOverManyCyclesAndAtTheLowerBoundary) {
+  // 500 cycles stay exact and agree with a double replay to rounding.
+  SpineEma e(1, 10);
+  double d = 0.1;
+  const int acc[] = {1, 0, 3, 2, 0, 5, 1, 1, 0, 7};
+  const int drafted[] = {3, 4, 6, 9, 2, 5, 1, 8, 3, 7};
+  for (int rep = 0; rep < 50; ++rep) {
+    for (int i = 0; i < 10; ++i) {
+      e.Update(acc[i], drafted[i]);
+      d = 0.3 * (static_cast<double>(acc[i]) / drafted[i]) + 0.7 * d;
+    }
+  }
+  EXPECT_TRUE(e.exact());
+  EXPECT_NEAR(e.value(), d, 1e-12);
+  // 7/10 * 2/7 = 1/5 exactly is not below 1/5 (tier 0.30, not 0.15).
+  SpineEma g(2, 7);
+  g.Update(0, 3);
+  EXPECT_FALSE(g.Less(1, 5));
+  EXPECT_TRUE(g.Less(201, 1000));
+  EXPECT_EQ(PlanSpineTree(40, Confidence{0, 1}, g, GooseParams{}).ratio_den, 10);  // r = 3/10
 }
 
 TEST(SpinePlanTest, HarmonicAllocationsExactAtIntegers) {
@@ -99,7 +137,8 @@ TEST(SpineTreeTest, SaturatedChainHas101Nodes) {
   tree_test::FillFullTable(table);
   std::vector<int32_t> spine(130);
   for (int i = 0; i < 130; ++i) spine[i] = (i * 37) % 512;
-  DraftTree t = BuildSpineTree(1, 0, spine, Confidence{1, 1}, 0.5, table, GooseParams{});
+  DraftTree t =
+      BuildSpineTree(1, 0, spine, Confidence{1, 1}, SpineEma(1, 2), table, GooseParams{});
   ASSERT_EQ(t.size(), 101);
   EXPECT_EQ(t.CheckInvariants(), "");
   for (int i = 1; i < 101; ++i) {
@@ -117,7 +156,8 @@ TEST(SpineTreeTest, NodeOrderSkipsAndAllocations) {
   // S_1 = 51 is the anchor's (anchor 50), so the skip rules are exercised everywhere.
   std::vector<int32_t> spine;
   for (int i = 0; i < 40; ++i) spine.push_back(51 + i);
-  DraftTree t = BuildSpineTree(50, 49, spine, Confidence{0, 1}, 0.1, table, GooseParams{});
+  DraftTree t =
+      BuildSpineTree(50, 49, spine, Confidence{0, 1}, SpineEma(1, 10), table, GooseParams{});
   EXPECT_EQ(t.CheckInvariants(), "");
   EXPECT_LE(t.size(), 60);
   for (int i = 1; i <= 9; ++i) {
@@ -158,7 +198,7 @@ TEST(SpineTreeTest, ExtensionWidthRule) {
   TransitionTable table(512, 10);
   tree_test::FillFullTable(table, {0.5f, 0.2f, 0.1f, 0.05f, 0.05f, 0.04f, 0.03f, 0.02f, 0.005f,
                                    0.005f});
-  DraftTree t = BuildSpineTree(7, 6, {}, Confidence{0, 1}, 0.5, table, GooseParams{});
+  DraftTree t = BuildSpineTree(7, 6, {}, Confidence{0, 1}, SpineEma(1, 2), table, GooseParams{});
   EXPECT_EQ(t.CheckInvariants(), "");
   ASSERT_EQ(t.size(), 60);
   EXPECT_EQ(ChildCount(t, 0), 8);  // stops at the first score < 0.01
@@ -183,7 +223,8 @@ TEST(SpineTreeTest, BranchesAreKeyedOnTheBigram) {
   // The bigram harvest also overwrote the unigram rows; restore them so only the bigram differs.
   FillFullTable(table);
   const std::vector<int32_t> spine = {300, 301, 302, 303};
-  DraftTree t = BuildSpineTree(50, 49, spine, Confidence{0, 1}, 0.5, table, GooseParams{});
+  DraftTree t =
+      BuildSpineTree(50, 49, spine, Confidence{0, 1}, SpineEma(1, 2), table, GooseParams{});
   ASSERT_EQ(t.CheckInvariants(), "");
   std::vector<int32_t> root_kids, spine1_kids;
   for (int i = 1; i < t.size(); ++i) {
@@ -199,7 +240,7 @@ TEST(SpineTreeTest, BranchesAreKeyedOnTheBigram) {
 TEST(SpineTreeTest, EmptyTableGivesSpineOnly) {
   TransitionTable table(64, 10);
   const std::vector<int32_t> spine = {3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
-  DraftTree t = BuildSpineTree(1, 0, spine, MatchConfidence(10, false), 0.5, table,
+  DraftTree t = BuildSpineTree(1, 0, spine, MatchConfidence(10, false), SpineEma(1, 2), table,
                                GooseParams{});
   EXPECT_EQ(t.size(), 11);
   EXPECT_EQ(t.CheckInvariants(), "");
