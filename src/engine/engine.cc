@@ -7,6 +7,7 @@
 #include "tree/best_first_builder.h"
 #include "tree/draft_tree.h"
 #include "util/check.h"
+#include "util/rng.h"
 #include "verify/verifier.h"
 
 namespace goose {
@@ -94,6 +95,60 @@ Status ParseSpecVariant(std::string_view name, SpecParams* out) {
   return Status::Ok();
 }
 
+namespace {
+
+bool UsesTable(SpecMethod m) { return m != SpecMethod::kNone && m != SpecMethod::kPld; }
+bool TunedGoose(const SpecParams& spec) {
+  return spec.method == SpecMethod::kGoose && !spec.paper_preset;
+}
+bool KeepsTable(const SpecParams& spec) {
+  if (spec.keep_table >= 0) return spec.keep_table != 0;
+  return spec.method == SpecMethod::kTr || TunedGoose(spec);  // convention 6
+}
+
+}  // namespace
+
+std::string SpecVariantKey(const SpecParams& spec) {
+  std::string key = SpecMethodName(spec.method);
+  if (!UsesTable(spec.method)) return key;
+  if (spec.method == SpecMethod::kGoose && spec.paper_preset) key += "+paper";
+  if (spec.method == SpecMethod::kBalanced) key += "+k" + std::to_string(spec.branch_k);
+  if (TunedGoose(spec) && !spec.unigram_extras) key += "+noextras";
+  return key + (KeepsTable(spec) ? "+keep" : "+cold");
+}
+
+uint64_t ModelFingerprint(const Model& model) {
+  uint64_t h = 0x676f6f7365ull;  // "goose"
+  auto mix = [&h](uint64_t v) { h = Mix64(h ^ Mix64(v)); };
+  auto mix_bytes = [&mix](const void* data, size_t n) {
+    const auto* p = static_cast<const unsigned char*>(data);
+    uint64_t word = n;
+    for (size_t i = 0; i < n; ++i) {
+      word = (word << 8) | p[i];
+      if (i % 8 == 7) mix(word);
+    }
+    mix(word);
+  };
+  const LlamaConfig& c = model.config();
+  mix_bytes(c.arch.data(), c.arch.size());
+  for (int64_t v : {c.n_vocab, c.n_embd, c.n_layer, c.n_head, c.n_head_kv, c.head_dim, c.n_ff,
+                    c.n_ctx_train, c.n_rot}) {
+    mix(static_cast<uint64_t>(v));
+  }
+  // The tensor directory and the first bytes of every tensor: two models of one shape (say, two
+  // fine-tunes) differ there, and hashing a few KiB costs nothing at load time.
+  constexpr uint64_t kSampleBytes = 256;
+  for (const GgufTensorInfo& t : model.gguf().tensors()) {
+    mix_bytes(t.name.data(), t.name.size());
+    for (int64_t d : t.dims) mix(static_cast<uint64_t>(d));
+    mix(static_cast<uint64_t>(t.dtype));
+    mix(t.offset);
+    mix(t.n_bytes);
+    if (t.data != nullptr) mix_bytes(t.data, std::min(t.n_bytes, kSampleBytes));
+  }
+  return h;
+}
+
 int DefaultBudget(SpecMethod m) {
   switch (m) {
     case SpecMethod::kNone:
@@ -107,28 +162,66 @@ int DefaultBudget(SpecMethod m) {
   }
 }
 
+// Everything a method variant learns across requests.
+struct Engine::MethodState {
+  std::unique_ptr<TransitionTable> table;  // nullptr for none / pld
+  SpecStats stats;  // every cycle so far (Sequoia's per-rank acceptance, the auto budget)
+  AcceptanceTracker goose_acceptance;  // tuned GOOSE: per-edge acceptance
+  SequoiaShape sequoia_shape;
+  int64_t sequoia_shape_cycles = -1;
+  int sequoia_budget = 0;
+};
+
 Engine::Engine(const Model& model, int n_ctx, ThreadPool* pool)
-    : model_(model), pool_(pool), ctx_(std::make_unique<Context>(model, n_ctx, pool)) {}
+    : model_(model),
+      pool_(pool),
+      ctx_(std::make_unique<Context>(model, n_ctx, pool)),
+      fingerprint_(ModelFingerprint(model)) {}
 
 Engine::~Engine() = default;
 
 int Engine::n_ctx() const { return ctx_->n_ctx(); }
 
-TransitionTable* Engine::table(SpecMethod m) {
-  if (m == SpecMethod::kNone || m == SpecMethod::kPld) return nullptr;
-  auto& t = tables_[static_cast<int>(m)];
-  if (!t) {
-    // TR's reference table is unigram-only; the others carry GOOSE's bigram tier.
-    const bool bigram = m != SpecMethod::kTr;
-    t = std::make_unique<TransitionTable>(model_.config().n_vocab, kTableK, 16, bigram);
+Engine::MethodState& Engine::State(const SpecParams& spec) {
+  std::unique_ptr<MethodState>& s = states_[SpecVariantKey(spec)];
+  if (!s) {
+    s = std::make_unique<MethodState>();
+    if (UsesTable(spec.method)) {
+      // TR's reference table is unigram-only; the others carry GOOSE's bigram tier.
+      const bool bigram = spec.method != SpecMethod::kTr;
+      s->table = std::make_unique<TransitionTable>(model_.config().n_vocab, kTableK, 16, bigram,
+                                                   fingerprint_);
+    }
   }
-  return t.get();
+  return *s;
 }
 
+TransitionTable* Engine::table(const SpecParams& spec) { return State(spec).table.get(); }
+
+TransitionTable* Engine::table(SpecMethod m) {
+  SpecParams spec;
+  spec.method = m;
+  spec.keep_table = 1;
+  return table(spec);
+}
+
+const SpecStats& Engine::variant_stats(const SpecParams& spec) { return State(spec).stats; }
+
 struct Engine::Request {
+  Request(const GenerateParams& p, MethodState& s)
+      : params(p),
+        method(p.spec.method),
+        tuned_goose(TunedGoose(p.spec)),
+        state(s),
+        table(s.table.get()),
+        sampler(p.sampling),
+        topk_ids(kTableK),
+        topk_scores(kTableK) {}
+
   const GenerateParams& params;
   SpecMethod method;
   bool tuned_goose;
+  MethodState& state;
   TransitionTable* table;  // nullptr for none / pld
   Sampler sampler;
   ContextMatcher matcher;  // pool = prompt + committed tokens (PLD and GOOSE only)
@@ -176,15 +269,15 @@ Engine::Draft Engine::ProposeTree(Request& r, int budget) {
     case SpecMethod::kSequoia:
       if (table->HasSuccessors(r.anchor, r.anchor_prev)) {
         // Re-solve the DP as the measured per-rank acceptance moves (every 16 cycles).
-        const SpecStats& history = method_stats_[static_cast<int>(SpecMethod::kSequoia)];
-        const int64_t seen = history.cycles;
-        if (sequoia_shape_cycles_ < 0 || seen - sequoia_shape_cycles_ >= 16 ||
-            sequoia_budget_ != budget) {
-          sequoia_shape_ = SequoiaDp(SequoiaAcceptance(history), budget, 6);
-          sequoia_shape_cycles_ = seen;
-          sequoia_budget_ = budget;
+        MethodState& s = r.state;
+        const int64_t seen = s.stats.cycles;
+        if (s.sequoia_shape_cycles < 0 || seen - s.sequoia_shape_cycles >= 16 ||
+            s.sequoia_budget != budget) {
+          s.sequoia_shape = SequoiaDp(SequoiaAcceptance(s.stats), budget, 6);
+          s.sequoia_shape_cycles = seen;
+          s.sequoia_budget = budget;
         }
-        d.tree = BuildFromTemplate(r.anchor, r.anchor_prev, sequoia_shape_, *table, 0.0f);
+        d.tree = BuildFromTemplate(r.anchor, r.anchor_prev, s.sequoia_shape, *table, 0.0f);
         d.root_row_has_prev = false;
       }
       break;
@@ -198,7 +291,7 @@ Engine::Draft Engine::ProposeTree(Request& r, int budget) {
           bf.unigram_extras = spec.unigram_extras;
           bf.spine_class = spine.consensus ? 0 : 1;
           d.tree = BuildBestFirstTree(r.anchor, r.anchor_prev, spine.tokens,
-                                      goose_acceptance_.model(), *table, bf);
+                                      r.state.goose_acceptance.model(), *table, bf);
           d.root_row_has_prev = false;
           d.spine_class = bf.spine_class;
         }
@@ -249,17 +342,25 @@ StatusOr<GenerateResult> Engine::Generate(std::span<const int32_t> prompt,
   }
   if (params.n_predict <= 0) return GenerateResult{};
 
+  for (int32_t t : params.stop_tokens) {
+    if (t < 0 || t >= n_vocab) {
+      return Status::Error(StrFormat("stop token id %d is outside the vocabulary (0..%d)", t,
+                                     n_vocab - 1));
+    }
+  }
+
   const SpecParams& spec = params.spec;
   const SpecMethod method = spec.method;
-  Request r{params, method, method == SpecMethod::kGoose && !spec.paper_preset, table(method),
-            Sampler(params.sampling)};
-  r.topk_ids.resize(kTableK);
-  r.topk_scores.resize(kTableK);
-  const bool keep_table = spec.keep_table >= 0 ? spec.keep_table != 0
-                                               : (method == SpecMethod::kTr || r.tuned_goose);
-  if (r.table && !keep_table) r.table->Clear();
+  MethodState& state = State(spec);
+  Request r(params, state);
+  if (r.table && !KeepsTable(spec)) r.table->Clear();
   const Tokenizer& tok = model_.tokenizer();
-  auto is_stop = [&](int32_t t) { return !params.ignore_eos && tok.IsEog(t); };
+  const std::vector<int32_t>& extra_stops = params.stop_tokens;
+  auto is_stop = [&](int32_t t) {
+    return !params.ignore_eos &&
+           (tok.IsEog(t) || std::find(extra_stops.begin(), extra_stops.end(), t) !=
+                                extra_stops.end());
+  };
 
   // Prefill: one chain pass over the prompt; its last row gives generated token 1.
   GenerateResult result;
@@ -287,7 +388,7 @@ StatusOr<GenerateResult> Engine::Generate(std::span<const int32_t> prompt,
   if (on_tokens && !on_tokens(std::span<const int32_t>(&first, 1))) stopped = true;
   r.anchor = first;
   r.anchor_prev = prompt.back();
-  SpecStats& history = method_stats_[static_cast<int>(method)];  // updated every cycle
+  SpecStats& history = state.stats;  // updated every cycle
 
   while (!stopped && static_cast<int>(out.size()) < params.n_predict) {
     const int n_past = ctx_->n_past();
@@ -310,13 +411,14 @@ StatusOr<GenerateResult> Engine::Generate(std::span<const int32_t> prompt,
     const AcceptResult acc = WalkTree(tree, target, is_stop);
     // ... and the engine commits: KV keeps the root and the accepted path.
     if (r.table) HarvestRows(r, tree, d.root_row_has_prev);
+    if (params.on_cycle) params.on_cycle(tree, acc);
     std::vector<int32_t> keep = {0};
     keep.insert(keep.end(), acc.path.begin(), acc.path.end());
     ctx_->KeepPath(keep);
 
     AccumulateStats(tree, acc, &r.stats);
     AccumulateStats(tree, acc, &history);
-    if (d.spine_class >= 0) goose_acceptance_.Update(tree, acc, d.spine_class);
+    if (d.spine_class >= 0) state.goose_acceptance.Update(tree, acc, d.spine_class);
     if (method == SpecMethod::kGoose && !r.tuned_goose && InferRoute(tree) == Route::kSpineTree) {
       int spine_nodes = 0, spine_accepted = 0;
       for (int i = 1; i < tree.size(); ++i) spine_nodes += tree.source[i] == NodeSource::kSpine;

@@ -7,15 +7,20 @@
 //
 // Conventions follow docs/algorithms.md §9: the prompt is prefilled in one pass whose last row
 // yields generated token 1; forward passes are counted after prefill (MAT = generated / passes);
-// the last cycle may overshoot n_predict and is cut; stop tokens end generation unless
-// ignore_eos.
+// the last cycle may overshoot n_predict and is cut; stop tokens (the model's end-of-generation
+// tokens and GenerateParams::stop_tokens) end generation unless ignore_eos, right after the
+// first one committed, even inside an accepted path.
 //
-// Not thread-safe: one Engine per thread. Transition tables persist across Generate() calls
-// where the method keeps them (TR, and the tuned GOOSE), which is the point (hot start).
+// Not thread-safe: one Engine per thread. What a method learns across requests (transition
+// table, statistics, builder state) belongs to its variant (SpecVariantKey: method, preset,
+// branching, extras, table lifetime), so interleaved variants never feed each other's drafts.
+// Tables persist across Generate() calls where the variant keeps them (TR, and the tuned GOOSE,
+// by default), which is the point (hot start).
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
@@ -42,6 +47,11 @@ struct SpecParams;
 // k3 / k5 (balanced branching), noextras (tuned GOOSE without unigram-row extra candidates).
 // E.g. "goose+paper+keep", "balanced+k5", "goose+cold". Leaves the budget alone.
 Status ParseSpecVariant(std::string_view name, SpecParams* out);
+// The canonical variant name of what `spec` learns across requests, table lifetime resolved:
+// "none", "pld", "tr+keep", "balanced+k3+cold", "sequoia+cold", "goose+keep",
+// "goose+noextras+keep", "goose+paper+cold", ... (budget and choose_budget are not part of it).
+// ParseSpecVariant reads it back.
+std::string SpecVariantKey(const SpecParams& spec);
 
 struct SpecParams {
   SpecMethod method = SpecMethod::kNone;
@@ -59,11 +69,18 @@ struct SpecParams {
   std::function<int(const SpecStats& history)> choose_budget;
 };
 
+// Called after every verified cycle (after the harvest, before the commit) with the scored tree
+// and what the walk accepted; for tests and tracing.
+using CycleCallback = std::function<void(const DraftTree& tree, const AcceptResult& accepted)>;
+
 struct GenerateParams {
   int n_predict = 128;
   SamplingParams sampling;
   bool ignore_eos = false;
+  // Extra stop tokens, honoured like the model's end-of-generation tokens (unless ignore_eos).
+  std::vector<int32_t> stop_tokens;
   SpecParams spec;
+  CycleCallback on_cycle;
 };
 
 struct GenerateResult {
@@ -90,11 +107,22 @@ class Engine {
   int n_ctx() const;
   // Cumulative statistics over all requests since construction.
   const SpecStats& total_stats() const { return total_; }
-  // The persistent table of a method (nullptr for none/pld); for --tr-cache save/load.
+  // The transition table requests with `spec` draft from (nullptr for none/pld); for
+  // --tr-cache save/load. Load it, then run with keep_table = 1 (or a variant that keeps):
+  // a variant that does not keep its table clears it at the start of every request.
+  TransitionTable* table(const SpecParams& spec);
+  // The table of `m` with keep_table = 1 and otherwise default modifiers (the tuned GOOSE for
+  // kGoose, not the paper preset).
   TransitionTable* table(SpecMethod m);
+  // Statistics of every request of the variant of `spec` so far (see SpecVariantKey).
+  const SpecStats& variant_stats(const SpecParams& spec);
+  // Identity of the model (config, tensor directory, a sample of every tensor's bytes); stored
+  // in saved tables so a table never loads into another model's engine.
+  uint64_t model_fingerprint() const { return fingerprint_; }
 
  private:
-  struct Request;   // per-request decoding state (engine.cc)
+  struct Request;       // per-request decoding state (engine.cc)
+  struct MethodState;   // what a variant learns across requests (engine.cc)
   struct Draft {    // one cycle's tree and how to harvest/learn from it
     DraftTree tree;
     bool root_row_has_prev = true;  // chain route / plain step: row 0's predecessor is known
@@ -102,19 +130,17 @@ class Engine {
   };
   Draft ProposeTree(Request& r, int budget);
   void HarvestRows(Request& r, const DraftTree& tree, bool root_row_has_prev);
+  MethodState& State(const SpecParams& spec);
   const Model& model_;
   ThreadPool* pool_;
   std::unique_ptr<Context> ctx_;
-  // One table per method, so interleaved methods never feed each other's drafts.
-  std::unique_ptr<TransitionTable> tables_[6];
-  // Per-method statistics across requests (Sequoia's per-rank acceptance, the auto budget).
-  SpecStats method_stats_[6];
-  AcceptanceTracker goose_acceptance_;  // tuned GOOSE: per-edge acceptance across requests
-  SequoiaShape sequoia_shape_;
-  int64_t sequoia_shape_cycles_ = -1;
-  int sequoia_budget_ = 0;
+  uint64_t fingerprint_;
+  std::map<std::string, std::unique_ptr<MethodState>> states_;  // by SpecVariantKey
   SpecStats total_;
 };
+
+// See Engine::model_fingerprint().
+uint64_t ModelFingerprint(const Model& model);
 
 // Default node budget of a method (root included).
 int DefaultBudget(SpecMethod m);

@@ -164,11 +164,70 @@ TEST(Engine, TableSavedAndLoadedGivesSameDrafts) {
             rb->stats.accepted[static_cast<int>(NodeSource::kBranch)]);
 }
 
+// Tuned and paper GOOSE (and their keep / cold variants) learn separately: interleaving them
+// must leave the tuned GOOSE exactly as it is when it runs alone.
+TEST(Engine, InterleavedVariantsNeverFeedEachOther) {
+  ThreadPool pool(1);
+  const std::vector<std::string> prompts = {"Tom had a big red ball.", "Lily went to the park.",
+                                            "Once upon a time there was a cat. The cat"};
+  GenerateParams goose;
+  goose.n_predict = 48;
+  goose.ignore_eos = true;
+  ASSERT_TRUE(ParseSpecVariant("goose", &goose.spec).ok());
+  Engine alone(Tiny(), 512, &pool), mixed(Tiny(), 512, &pool);
+  for (const std::string& text : prompts) {
+    for (const char* other : {"goose+paper", "goose+paper+keep", "goose+cold", "goose+noextras"}) {
+      GenerateParams p = goose;
+      ASSERT_TRUE(ParseSpecVariant(other, &p.spec).ok());
+      ASSERT_TRUE(mixed.Generate(Prompt(text), p).ok()) << other;
+    }
+    auto a = alone.Generate(Prompt(text), goose);
+    auto m = mixed.Generate(Prompt(text), goose);
+    ASSERT_TRUE(a.ok() && m.ok());
+    EXPECT_EQ(a->tokens, m->tokens);
+    EXPECT_EQ(a->stats.cycles, m->stats.cycles) << text;
+    for (int s = 0; s < kNumSources; ++s) {
+      EXPECT_EQ(a->stats.drafted[s], m->stats.drafted[s]) << text << " source " << s;
+      EXPECT_EQ(a->stats.accepted[s], m->stats.accepted[s]) << text << " source " << s;
+    }
+  }
+  EXPECT_EQ(alone.variant_stats(goose.spec).cycles, mixed.variant_stats(goose.spec).cycles);
+  // The paper preset keeps its own (per-request) table: not the tuned GOOSE's.
+  SpecParams paper;
+  ASSERT_TRUE(ParseSpecVariant("goose+paper", &paper).ok());
+  EXPECT_NE(mixed.table(paper), mixed.table(goose.spec));
+  EXPECT_EQ(mixed.table(SpecMethod::kGoose), mixed.table(goose.spec));
+}
+
 }  // namespace
 }  // namespace goose
 
 namespace goose {
 namespace {
+
+TEST(SpecVariant, KeysResolveTheTableLifetime) {
+  auto key = [](const char* name) {
+    SpecParams p;
+    EXPECT_TRUE(ParseSpecVariant(name, &p).ok()) << name;
+    return SpecVariantKey(p);
+  };
+  EXPECT_EQ(key("none"), "none");
+  EXPECT_EQ(key("pld"), "pld");
+  EXPECT_EQ(key("tr"), "tr+keep");
+  EXPECT_EQ(key("tr+cold"), "tr+cold");
+  EXPECT_EQ(key("balanced"), "balanced+k3+cold");
+  EXPECT_EQ(key("balanced+k5+keep"), "balanced+k5+keep");
+  EXPECT_EQ(key("sequoia"), "sequoia+cold");
+  EXPECT_EQ(key("goose"), "goose+keep");
+  EXPECT_EQ(key("goose+keep"), "goose+keep");
+  EXPECT_EQ(key("goose+noextras"), "goose+noextras+keep");
+  EXPECT_EQ(key("goose+paper"), "goose+paper+cold");
+  EXPECT_EQ(key("goose+paper+keep"), "goose+paper+keep");
+  // A key parses back to itself.
+  for (const char* k : {"tr+keep", "balanced+k5+cold", "goose+paper+cold", "goose+noextras+keep"}) {
+    EXPECT_EQ(key(k), k);
+  }
+}
 
 TEST(SpecVariant, ParsesMethodsAndModifiers) {
   SpecParams p;
