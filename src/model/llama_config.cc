@@ -131,7 +131,8 @@ StatusOr<LlamaConfig> LlamaConfig::FromGguf(const GgufFile& gguf) {
   }
   c.rope_freq_scale = 1.0f / factor;
   c.rope_style = c.arch == "qwen2" ? RopeStyle::kNeox : RopeStyle::kNormal;
-  c.has_qkv_bias = c.arch == "qwen2";
+  // qwen2 always has Q/K/V biases; llama.cpp's llama architecture may have them (optional).
+  c.has_qkv_bias = c.arch == "qwen2" || gguf.FindTensor("blk.0.attn_q.bias") != nullptr;
 
   // Vocabulary size: the tokenizer's token list, else `<arch>.vocab_size`, else the embedding.
   if (const GgufValue* tokens = gguf.GetArray("tokenizer.ggml.tokens")) {

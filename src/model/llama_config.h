@@ -30,7 +30,7 @@ struct LlamaConfig {
   float rope_freq_scale = 1.0f;  // 1 / rope.scaling.factor for linear scaling
   float rms_eps = 1e-5f;
   RopeStyle rope_style = RopeStyle::kNormal;
-  bool has_qkv_bias = false;
+  bool has_qkv_bias = false;  // qwen2, or llama with blk.N.attn_{q,k,v}.bias tensors
   bool tied_output = false;
 
   static StatusOr<LlamaConfig> FromGguf(const GgufFile& gguf);

@@ -1,8 +1,11 @@
-// Model::Load: maps the GGUF, reads the config, validates every tensor (name, shape, dtype)
-// and builds the tokenizer. Weight matrices stay in the mapping; norms and biases become f32.
+// Model::Load: maps the GGUF, reads the config, validates every tensor (name, shape, dtype),
+// rejects tensors it does not use, and builds the tokenizer. Weight matrices stay in the
+// mapping; norms and biases become f32.
 #include "model/model.h"
 
+#include <algorithm>
 #include <cstring>
+#include <unordered_set>
 #include <utility>
 
 #include "util/fp16.h"
@@ -25,15 +28,35 @@ class TensorReader {
   TensorReader(const GgufFile& gguf, std::vector<std::vector<float>>* owned)
       : gguf_(gguf), owned_(owned) {}
 
+  // The first tensor of the file that no Find consumed: a tensor goose does not implement.
+  // Ignoring it would silently give wrong logits, so it is an error.
+  Status CheckAllConsumed() const {
+    for (const GgufTensorInfo& t : gguf_.tensors()) {
+      if (used_.count(t.name)) continue;
+      if (t.name == "rope_freqs.weight") {
+        return Status::Error(StrFormat(
+            "%s: unsupported tensor rope_freqs.weight (Llama 3.1 rope scaling)",
+            gguf_.path().c_str()));
+      }
+      return Status::Error(StrFormat(
+          "%s: unsupported tensor '%s' (goose does not implement it for %s; ignoring it would "
+          "change the logits)",
+          gguf_.path().c_str(), t.name.c_str(), gguf_.GetString("general.architecture")
+                                                     .value_or("this architecture").c_str()));
+    }
+    return Status::Ok();
+  }
+
   Status Error(const std::string& name, const std::string& what) const {
     return Status::Error(
         StrFormat("%s: tensor '%s' %s", gguf_.path().c_str(), name.c_str(), what.c_str()));
   }
 
   StatusOr<const GgufTensorInfo*> Find(const std::string& name,
-                                       const std::vector<int64_t>& dims) const {
+                                       const std::vector<int64_t>& dims) {
     const GgufTensorInfo* t = gguf_.FindTensor(name);
     if (t == nullptr) return Error(name, "is missing");
+    used_.insert(name);
     if (t->dims != dims) {
       return Error(name, StrFormat("has shape %s, expected %s", DimsString(t->dims).c_str(),
                                    DimsString(dims).c_str()));
@@ -42,7 +65,7 @@ class TensorReader {
   }
 
   // A matrix [rows, cols] (GGUF dims {cols, rows}) in a dtype the kernels implement.
-  StatusOr<WeightMatrix> Matrix(const std::string& name, int64_t rows, int64_t cols) const {
+  StatusOr<WeightMatrix> Matrix(const std::string& name, int64_t rows, int64_t cols) {
     GOOSE_ASSIGN_OR_RETURN(const GgufTensorInfo* t, Find(name, {cols, rows}));
     if (!DTypeSupported(t->dtype)) {
       return Error(name, StrFormat("has dtype %s, supported: f32, f16, bf16, q8_0, q4_0, q5_0, q4_k, q5_k, q6_k",
@@ -68,7 +91,7 @@ class TensorReader {
   }
 
   // A vector [n] as f32 (converted into owned storage if stored as f16/bf16 or misaligned).
-  StatusOr<const float*> Vector(const std::string& name, int64_t n) const {
+  StatusOr<const float*> Vector(const std::string& name, int64_t n) {
     GOOSE_ASSIGN_OR_RETURN(const GgufTensorInfo* t, Find(name, {n}));
     if (t->dtype == DType::kF32 && reinterpret_cast<uintptr_t>(t->data) % alignof(float) == 0) {
       return reinterpret_cast<const float*>(t->data);
@@ -93,16 +116,36 @@ class TensorReader {
  private:
   const GgufFile& gguf_;
   std::vector<std::vector<float>>* owned_;
+  std::unordered_set<std::string> used_;  // names Find returned
 };
 
 }  // namespace
+
+int ContextSize(const LlamaConfig& config, int n_ctx) {
+  return n_ctx > 0 ? n_ctx : std::min(config.n_ctx_train, 4096);  // as Context's constructor
+}
+
+uint64_t KvCacheBytes(const LlamaConfig& config, int n_ctx) {
+  const uint64_t n = static_cast<uint64_t>(ContextSize(config, n_ctx));
+  const uint64_t kv_dim = static_cast<uint64_t>(config.n_head_kv) * config.head_dim;
+  return 2 * static_cast<uint64_t>(config.n_layer) * n * kv_dim * sizeof(float);
+}
+
+uint64_t ForwardScratchBytes(const LlamaConfig& config, int n_batch) {
+  const uint64_t q_dim = static_cast<uint64_t>(config.n_head) * config.head_dim;
+  // Per token (context.cc's Impl): x, tmp [n_embd]; xn [max(n_embd, q_dim)]; q [q_dim];
+  // gate, up [n_ff]; logits [n_vocab]; rope [n_rot]; and a few int32 indices.
+  const uint64_t floats = 2ull * config.n_embd + std::max<uint64_t>(config.n_embd, q_dim) +
+                          q_dim + 2ull * config.n_ff + config.n_vocab + config.n_rot;
+  return static_cast<uint64_t>(std::max(n_batch, 0)) * (floats * sizeof(float) + 16);
+}
 
 StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& path) {
   std::unique_ptr<Model> m(new Model());
   GOOSE_ASSIGN_OR_RETURN(m->gguf_, GgufFile::Open(path));
   GOOSE_ASSIGN_OR_RETURN(m->config_, LlamaConfig::FromGguf(*m->gguf_));
   const LlamaConfig& c = m->config_;
-  const TensorReader r(*m->gguf_, &m->owned_f32_);
+  TensorReader r(*m->gguf_, &m->owned_f32_);
 
   const int64_t q_dim = static_cast<int64_t>(c.n_head) * c.head_dim;
   const int64_t kv_dim = static_cast<int64_t>(c.n_head_kv) * c.head_dim;
@@ -140,6 +183,7 @@ StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& path) {
     bytes += 2ull * c.n_embd * 4 + (c.has_qkv_bias ? (q_dim + 2 * kv_dim) * 4ull : 0);
   }
   m->weight_bytes_ = bytes;
+  GOOSE_RETURN_IF_ERROR(r.CheckAllConsumed());
 
   GOOSE_ASSIGN_OR_RETURN(m->tokenizer_, Tokenizer::FromGguf(*m->gguf_));
   if (m->tokenizer_->n_vocab() != c.n_vocab) {

@@ -4,7 +4,9 @@
 // Contract
 // - Model::Load maps the GGUF, validates architecture (`llama`, `qwen2`), hyper-parameters and
 //   every tensor's name, shape and dtype, and builds the tokenizer. Any problem is a Status naming
-//   the file and key/tensor. A Model is immutable after Load and may be shared by many Contexts.
+//   the file and key/tensor. A tensor the forward pass would not use (rope_freqs.weight, an
+//   attn_output or FFN bias, ...) is an error too: ignoring it would silently change the logits.
+//   Q/K/V biases load for qwen2 and, when the file has them, for llama. A Model is immutable after Load and may be shared by many Contexts.
 // - Context::Forward(tokens, parents) evaluates N new tokens at once. parents[i] is -1 (a root:
 //   a child of the committed prefix) or an index j < i in the same batch. Token i sits at
 //   position n_past() + depth(i) and attends to the committed KV entries [0, n_past()) plus
@@ -37,7 +39,7 @@ namespace goose {
 
 struct LayerWeights {
   WeightMatrix wq, wk, wv, wo;     // [n_head*head_dim, n_embd], [n_head_kv*head_dim, n_embd], ..
-  const float* bq = nullptr;       // qwen2 biases [n_head*head_dim] (else null)
+  const float* bq = nullptr;       // Q/K/V biases [n_head*head_dim] (null when absent)
   const float* bk = nullptr;       // [n_head_kv*head_dim]
   const float* bv = nullptr;       // [n_head_kv*head_dim]
   WeightMatrix w_gate, w_up, w_down;  // [n_ff, n_embd], [n_ff, n_embd], [n_embd, n_ff]
@@ -71,6 +73,15 @@ class Model {
   std::vector<std::vector<float>> owned_f32_;  // norms/biases converted to f32 if stored otherwise
   uint64_t weight_bytes_ = 0;
 };
+
+// Memory a Context takes, to check a size before constructing one: the constructor and Forward
+// allocate without checking, so an absurd n_ctx or batch would end in std::bad_alloc.
+// ContextSize: the capacity Context(model, n_ctx) gets (n_ctx, or min(context length, 4096)
+// for 0). KvCacheBytes: its f32 K and V caches, [n_layer, n_ctx, n_head_kv * head_dim] each.
+int ContextSize(const LlamaConfig& config, int n_ctx);
+uint64_t KvCacheBytes(const LlamaConfig& config, int n_ctx);
+// The scratch Forward grows to for a batch of n_batch tokens: activations and logits.
+uint64_t ForwardScratchBytes(const LlamaConfig& config, int n_batch);
 
 class Context {
  public:

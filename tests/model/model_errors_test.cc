@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <functional>
 #include <string>
@@ -30,6 +31,7 @@ struct Edit {
   std::function<bool(std::string& name, std::vector<int64_t>& dims, DType& dtype,
                      std::vector<uint8_t>& data)>
       tensor = {};
+  std::function<void(GgufWriter&)> add_tensors = {};  // extra tensors after the copied ones
 };
 
 std::string WriteVariant(const std::string& name, const Edit& edit) {
@@ -50,6 +52,7 @@ std::string WriteVariant(const std::string& name, const Edit& edit) {
     if (edit.tensor && !edit.tensor(tname, dims, dtype, data)) continue;
     w.AddTensor(tname, dims, dtype, std::move(data));
   }
+  if (edit.add_tensors) edit.add_tensors(w);
   // Per-process names: ctest runs tests of this binary concurrently, and rewriting a file that
   // another process has mapped would kill it with SIGBUS.
   const std::string path = ::testing::TempDir() + "/goose_model_" + name + "_" +
@@ -183,6 +186,101 @@ TEST(ModelErrorsTest, TiedOutputAndF16NormsLoad) {
   ASSERT_TRUE(b.ForwardChain(prompt).ok());
   const int n_vocab = TinyModel().config().n_vocab;
   for (int v = 0; v < n_vocab; ++v) EXPECT_NEAR(a.logits(4)[v], b.logits(4)[v], 2e-2);
+}
+
+std::vector<uint8_t> F32Bytes(const std::vector<float>& v) {
+  std::vector<uint8_t> out(v.size() * 4);
+  std::memcpy(out.data(), v.data(), out.size());
+  return out;
+}
+
+TEST(ModelErrorsTest, UnusedTensorsAreErrorsNamingTheFirst) {
+  struct Case {
+    std::string tensor;
+    int64_t n;
+    std::string expect;
+  };
+  const Case cases[] = {
+      {"rope_freqs.weight", 4, "unsupported tensor rope_freqs.weight (Llama 3.1 rope scaling)"},
+      {"blk.0.attn_output.bias", 64, "unsupported tensor 'blk.0.attn_output.bias'"},
+      {"blk.4.ffn_down.bias", 64, "unsupported tensor 'blk.4.ffn_down.bias'"},
+      {"blk.5.attn_norm.weight", 64, "unsupported tensor 'blk.5.attn_norm.weight'"},  // 6th layer
+  };
+  int k = 0;
+  for (const Case& c : cases) {
+    const std::string path = WriteVariant(
+        "unused" + std::to_string(k++), {.add_tensors = [&](GgufWriter& w) {
+          w.AddTensor(c.tensor, {c.n}, DType::kF32, F32Bytes(std::vector<float>(c.n, 1.0f)));
+          w.AddTensor("zz_second_unused.weight", {4}, DType::kF32, F32Bytes({1, 2, 3, 4}));
+        }});
+    const std::string msg = LoadError(path);
+    EXPECT_CONTAINS(msg, path);
+    EXPECT_CONTAINS(msg, c.expect);
+    EXPECT_EQ(msg.find("zz_second_unused"), std::string::npos) << msg;
+  }
+}
+
+// llama.cpp's llama architecture may carry Q/K/V biases; they must be applied, not dropped.
+std::string WriteWithQkvBiases(const std::string& name, float scale, bool only_q = false) {
+  return WriteVariant(name, {.add_tensors = [=](GgufWriter& w) {
+    const LlamaConfig& c = TinyModel().config();
+    const int64_t q_dim = c.n_head * c.head_dim, kv_dim = c.n_head_kv * c.head_dim;
+    for (int l = 0; l < c.n_layer; ++l) {
+      const std::string p = "blk." + std::to_string(l) + ".";
+      const std::pair<const char*, int64_t> biases[] = {
+          {"attn_q.bias", q_dim}, {"attn_k.bias", kv_dim}, {"attn_v.bias", kv_dim}};
+      for (const auto& [suffix, n] : biases) {
+        if (only_q && std::string(suffix) != "attn_q.bias") continue;
+        std::vector<float> b(n);
+        for (int64_t i = 0; i < n; ++i) b[i] = scale * std::sin(0.7f * i + l);
+        w.AddTensor(p + suffix, {n}, DType::kF32, F32Bytes(b));
+      }
+    }
+  }});
+}
+
+TEST(ModelErrorsTest, LlamaQkvBiasesLoadAndChangeTheLogits) {
+  const std::vector<int32_t> prompt = {1, 403, 407, 261, 378};
+  const int n_vocab = TinyModel().config().n_vocab;
+  Context plain(TinyModel(), 64, nullptr);
+  ASSERT_TRUE(plain.ForwardChain(prompt).ok());
+  for (float scale : {0.0f, 0.5f}) {
+    const std::string path = WriteWithQkvBiases("bias" + std::to_string(scale > 0), scale);
+    auto m = Model::Load(path);
+    std::remove(path.c_str());
+    ASSERT_TRUE(m.ok()) << m.status().message();
+    EXPECT_TRUE((*m)->config().has_qkv_bias);
+    for (const LayerWeights& L : (*m)->layers()) {
+      ASSERT_NE(L.bq, nullptr);
+      ASSERT_NE(L.bk, nullptr);
+      ASSERT_NE(L.bv, nullptr);
+    }
+    Context ctx(**m, 64, nullptr);
+    ASSERT_TRUE(ctx.ForwardChain(prompt).ok());
+    int n_diff = 0;
+    for (int v = 0; v < n_vocab; ++v) n_diff += ctx.logits(4)[v] != plain.logits(4)[v];
+    if (scale == 0.0f) {
+      EXPECT_EQ(n_diff, 0) << "zero biases must not change the logits";
+    } else {
+      EXPECT_GT(n_diff, n_vocab / 2) << "biases were not applied";
+    }
+  }
+  // Q bias without K and V: the missing one is named.
+  const std::string msg = LoadError(WriteWithQkvBiases("qbias", 0.5f, /*only_q=*/true));
+  EXPECT_CONTAINS(msg, "blk.0.attn_k.bias' is missing");
+}
+
+TEST(ModelErrorsTest, KvCacheBytesFollowsTheCacheLayout) {
+  const LlamaConfig& c = TinyModel().config();  // 5 layers, 4 KV heads of 8
+  EXPECT_EQ(ContextSize(c, 0), 512);
+  EXPECT_EQ(ContextSize(c, 100), 100);
+  EXPECT_EQ(KvCacheBytes(c, 100), 2u * 5 * 100 * 32 * 4);
+  EXPECT_EQ(KvCacheBytes(c, 0), 2u * 5 * 512 * 32 * 4);
+  EXPECT_EQ(KvCacheBytes(c, 1 << 20), 2ull * 5 * (1 << 20) * 32 * 4);  // no int overflow
+  EXPECT_EQ(ForwardScratchBytes(c, 0), 0u);
+  // At least the logits and the two FFN rows per token.
+  EXPECT_GE(ForwardScratchBytes(c, 10), 10u * (512 + 2 * 172) * 4);
+  EXPECT_EQ(ForwardScratchBytes(c, 20), 2 * ForwardScratchBytes(c, 10));
 }
 
 TEST(ModelErrorsTest, BadBatchesReturnStatus) {
