@@ -3,6 +3,7 @@
 
 #include <time.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <fstream>
@@ -102,12 +103,30 @@ TEST(GoldenTest, Top10LogitsMatchLlamaCpp) {
     for (size_t k = 0; k < positions.size(); ++k) {
       const float* logits = ctx.logits(ctx.n_batch() - 1);
       EXPECT_EQ(ctx.n_past() - 1, positions[k]["pos"].get<int>());
+      std::vector<int> ref_ids;
+      std::vector<double> ref_values;
       for (const auto& entry : positions[k]["top"]) {
         const int id = entry[0].get<int>();
         const double ref = entry[1].get<double>();
         ASSERT_LT(id, n_vocab);
         EXPECT_NEAR(logits[id], ref, 1e-4 * std::max(1.0, std::fabs(ref)))
             << "step " << k << " id " << id;
+        ref_ids.push_back(id);
+        ref_values.push_back(ref);
+      }
+      // goose's own ranking: its top ids by value must be the reference's, rank by rank,
+      // wherever the reference value is not tied (within 1e-4) with a neighbour; the last
+      // rank's lower neighbour is goose's next value, which the reference does not list.
+      const size_t n_top = ref_ids.size();
+      std::vector<int> order(n_vocab);
+      for (int v = 0; v < n_vocab; ++v) order[v] = v;
+      std::partial_sort(order.begin(), order.begin() + n_top + 1, order.end(),
+                        [&](int a, int b) { return logits[a] > logits[b]; });
+      for (size_t r = 0; r < n_top; ++r) {
+        const double above = r > 0 ? ref_values[r - 1] : INFINITY;
+        const double below = r + 1 < n_top ? ref_values[r + 1] : logits[order[n_top]];
+        if (above - ref_values[r] <= 1e-4 || ref_values[r] - below <= 1e-4) continue;
+        EXPECT_EQ(order[r], ref_ids[r]) << "step " << k << " rank " << r;
       }
       EXPECT_EQ(Argmax(logits, n_vocab), tokens[k]);
       ASSERT_TRUE(ctx.ForwardChain({&tokens[k], 1}).ok());
