@@ -141,7 +141,8 @@ INSTANTIATE_TEST_SUITE_P(
                       SynthCase{"llama", DType::kQ4_0}, SynthCase{"qwen2", DType::kQ4_0},
                       SynthCase{"llama", DType::kQ4_K}, SynthCase{"qwen2", DType::kQ4_K},
                       SynthCase{"llama", DType::kQ5_K}, SynthCase{"qwen2", DType::kQ6_K},
-                      SynthCase{"llama", DType::kQ5_0}),
+                      SynthCase{"llama", DType::kQ5_0}, SynthCase{"llama", DType::kQ6_K},
+                      SynthCase{"qwen2", DType::kQ5_K}, SynthCase{"qwen2", DType::kQ5_0}),
     [](const ::testing::TestParamInfo<SynthCase>& info) { return CaseName(info.param); });
 
 }  // namespace
