@@ -189,7 +189,7 @@ Status ApplyPreset(std::string_view like, SynthParams* p) {
     p->n_ff = 8192;
     p->n_vocab = 128256;
     p->rope_freq_base = 500000;
-    p->tied_output = false;
+    p->tied_output = true;  // Llama-3.2-1B ties the output head to token_embd
   } else {
     return Status::Error("synth: unknown preset '" + std::string(like) +
                          "' (known: qwen2.5-0.5b, llama-1b)");

@@ -2,6 +2,7 @@
 #include "synth/synth.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "gguf/gguf_file.h"
+#include "model/model.h"
 #include "ops/quant.h"
 
 namespace goose {
@@ -240,6 +242,23 @@ std::string ReadAll(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
+TEST(SynthTest, Llama1bPresetIsTiedAndLoads) {
+  SynthParams p;
+  ASSERT_TRUE(ApplyPreset("llama-1b", &p).ok());
+  // The preset's architecture and tying at a tiny size.
+  p.n_embd = 64, p.n_layer = 1, p.n_head = 4, p.n_head_kv = 2, p.n_ff = 64, p.n_vocab = 0;
+  p.vocab_from = TinyModel();
+  const std::string path = TmpPath("synth_llama1b_tied_" + std::to_string(::getpid()) + ".gguf");
+  auto g = Synthesize(p, path);
+  ASSERT_NE(g, nullptr);
+  EXPECT_EQ(g->FindTensor("output.weight"), nullptr);
+  auto m = Model::Load(path);
+  std::remove(path.c_str());
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  EXPECT_TRUE((*m)->config().tied_output);
+  EXPECT_EQ((*m)->output().data, (*m)->token_embd().data);
+}
+
 TEST(SynthTest, DeterministicPerSeed) {
   SynthParams p = TinyLlama();
   p.dtype = DType::kBF16;
@@ -312,7 +331,7 @@ TEST(SynthTest, Presets) {
   EXPECT_EQ(p.n_ff, 8192);
   EXPECT_EQ(p.n_vocab, 128256);
   EXPECT_EQ(p.rope_freq_base, 500000.0f);
-  EXPECT_FALSE(p.tied_output);
+  EXPECT_TRUE(p.tied_output);  // as Llama-3.2-1B
   Status s = ApplyPreset("gpt-5", &p);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("gpt-5"), std::string::npos);
