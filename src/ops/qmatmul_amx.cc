@@ -78,35 +78,50 @@ struct WeightTile {
   std::vector<int32_t> mnp;    // [block][pair][16]: int16 (m_2p, m_2p+1) (K-quants)
 };
 
-inline float F16(const uint8_t* p) {
-  uint16_t h;
-  std::memcpy(&h, p, 2);
-  return _cvtsh_ss(h);
+// The f16 at p + r * rb for the 16 rows (rows = r * rb in int32 lanes) as floats.
+inline __m512 GatherF16(const uint8_t* p, __m512i rows) {
+  const __m512i v = _mm512_i32gather_epi32(rows, reinterpret_cast<const int*>(p), 1);
+  return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(v));
 }
 
-inline int32_t Pair16(int32_t lo, int32_t hi) {
-  return static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint16_t>(lo)) |
-                              static_cast<uint32_t>(static_cast<uint16_t>(hi)) << 16);
+// The 4 bytes at p + r * rb for the 16 rows.
+inline __m512i Gather32(const uint8_t* p, __m512i rows) {
+  return _mm512_i32gather_epi32(rows, reinterpret_cast<const int*>(p), 1);
 }
 
-// Unpacks row r (of 16) of the tile: levels to q + r * cols, scales to [.][16] + r. The level
-// layouts are UnpackRow's (qmatmul.cc); loops have fixed trip counts so they vectorize.
-void UnpackRow16(DType t, const uint8_t* src, int cols, int r, WeightTile* w) {
-  uint8_t* lv = w->q.data() + static_cast<size_t>(r) * cols;
+// 32 levels from 16 packed bytes: low nibbles = levels 0..15, high nibbles = 16..31.
+inline __m256i Nibbles32(const uint8_t* p) {
+  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  const __m128i nib = _mm_set1_epi8(0x0F);
+  return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_and_si128(v, nib)),
+                                 _mm_and_si128(_mm_srli_epi16(v, 4), nib), 1);
+}
+
+// The 16 rows at src as A operands: u8 levels (UnpackRow's layout, qmatmul.cc) to
+// q + r * cols and per-row scales to [.][16] + r. Scales of all 16 rows are unpacked at once.
+void UnpackTile(DType t, const uint8_t* src, int64_t rb, int cols, WeightTile* w) {
+  const __m512i rows = _mm512_mullo_epi32(
+      _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+      _mm512_set1_epi32(static_cast<int32_t>(rb)));
+  const __m256i nib = _mm256_set1_epi8(0x0F), bit4 = _mm256_set1_epi8(0x10);
   switch (t) {
     case DType::kQ4_0:
     case DType::kQ5_0: {
       const bool five = t == DType::kQ5_0;
-      for (int b = 0; b < cols / 32; ++b) {
-        const uint8_t* blk = src + b * (five ? 22 : 18);
-        w->d[b * 16 + r] = F16(blk);
-        uint32_t qh = 0;
-        if (five) std::memcpy(&qh, blk + 2, 4);
-        const uint8_t* qs = blk + (five ? 6 : 2);
-        uint8_t* o = lv + b * 32;
-        for (int j = 0; j < 16; ++j) {
-          o[j] = static_cast<uint8_t>((qs[j] & 0xF) | (((qh >> j) & 1) << 4));
-          o[16 + j] = static_cast<uint8_t>((qs[j] >> 4) | (((qh >> (j + 16)) & 1) << 4));
+      const int bb = five ? 22 : 18;
+      for (int b = 0; b < cols / 32; ++b) _mm512_storeu_ps(&w->d[b * 16], GatherF16(src + b * bb, rows));
+      for (int r = 0; r < 16; ++r) {
+        const uint8_t* row = src + r * rb;
+        uint8_t* lv = w->q.data() + static_cast<size_t>(r) * cols;
+        for (int b = 0; b < cols / 32; ++b) {
+          const uint8_t* blk = row + b * bb;
+          __m256i y = Nibbles32(blk + (five ? 6 : 2));
+          if (five) {
+            uint32_t qh;  // bit j: bit 4 of level j
+            std::memcpy(&qh, blk + 2, 4);
+            y = _mm256_or_si256(y, _mm256_maskz_mov_epi8(qh, bit4));
+          }
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(lv + b * 32), y);
         }
       }
       return;
@@ -114,54 +129,109 @@ void UnpackRow16(DType t, const uint8_t* src, int cols, int r, WeightTile* w) {
     case DType::kQ4_K:
     case DType::kQ5_K: {
       const bool five = t == DType::kQ5_K;
+      const int bb = five ? 176 : 144;
+      const __m512i m63 = _mm512_set1_epi32(63), m15 = _mm512_set1_epi32(15);
+      const __m512i m3 = _mm512_set1_epi32(3);
       for (int b = 0; b < cols / 256; ++b) {
-        const uint8_t* blk = src + b * (five ? 176 : 144);
-        w->d[b * 16 + r] = F16(blk);
-        w->dmin[b * 16 + r] = F16(blk + 2);
-        uint8_t sc[8], mn[8];
-        for (int j = 0; j < 8; ++j) GetScaleMinK4(j, blk + 4, &sc[j], &mn[j]);
-        for (int j = 0; j < 8; ++j) w->sc[(b * 8 + j) * 16 + r] = sc[j];
-        for (int p = 0; p < 4; ++p) w->mnp[(b * 4 + p) * 16 + r] = Pair16(mn[2 * p], mn[2 * p + 1]);
-        const uint8_t* qh = blk + 16;
-        const uint8_t* qs = blk + (five ? 48 : 16);
-        uint8_t* o = lv + b * 256;
+        const uint8_t* blk = src + b * bb;
+        _mm512_storeu_ps(&w->d[b * 16], GatherF16(blk, rows));
+        _mm512_storeu_ps(&w->dmin[b * 16], GatherF16(blk + 2, rows));
+        // GetScaleMinK4 for 16 rows at once.
+        const __m512i s0 = Gather32(blk + 4, rows), s1 = Gather32(blk + 8, rows);
+        const __m512i s2 = Gather32(blk + 12, rows);
+        __m512i mn[8];
         for (int j = 0; j < 4; ++j) {
-          for (int l = 0; l < 32; ++l) {
-            int lo = qs[32 * j + l] & 0xF, hi = qs[32 * j + l] >> 4;
-            if (five) {
-              lo |= ((qh[l] >> (2 * j)) & 1) << 4;
-              hi |= ((qh[l] >> (2 * j + 1)) & 1) << 4;
+          const __m512i b0 = _mm512_srli_epi32(s0, 8 * j), b1 = _mm512_srli_epi32(s1, 8 * j);
+          const __m512i b2 = _mm512_srli_epi32(s2, 8 * j);
+          const __m512i hs = _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(b0, 6), m3), 4);
+          const __m512i hm = _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(b1, 6), m3), 4);
+          _mm512_storeu_si512(&w->sc[(b * 8 + j) * 16], _mm512_and_si512(b0, m63));
+          _mm512_storeu_si512(&w->sc[(b * 8 + 4 + j) * 16],
+                              _mm512_or_si512(_mm512_and_si512(b2, m15), hs));
+          mn[j] = _mm512_and_si512(b1, m63);
+          mn[4 + j] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(b2, 4), m15), hm);
+        }
+        for (int p = 0; p < 4; ++p) {
+          _mm512_storeu_si512(&w->mnp[(b * 4 + p) * 16],
+                              _mm512_or_si512(mn[2 * p], _mm512_slli_epi32(mn[2 * p + 1], 16)));
+        }
+      }
+      for (int r = 0; r < 16; ++r) {
+        const uint8_t* row = src + r * rb;
+        uint8_t* lv = w->q.data() + static_cast<size_t>(r) * cols;
+        for (int b = 0; b < cols / 256; ++b) {
+          const uint8_t* blk = row + b * bb;
+          const uint8_t* qs = blk + (five ? 48 : 16);
+          const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16));
+          uint8_t* o = lv + b * 256;
+          for (int j = 0; j < 4; ++j) {
+            const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * j));
+            __m256i lo = _mm256_and_si256(v, nib);
+            __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), nib);
+            if (five) {  // bit 2j of qh[l] -> level 64j + l, bit 2j + 1 -> 64j + 32 + l
+              const __mmask32 ml = _mm256_test_epi8_mask(qh, _mm256_set1_epi8(char(1 << (2 * j))));
+              const __mmask32 mh =
+                  _mm256_test_epi8_mask(qh, _mm256_set1_epi8(char(1 << (2 * j + 1))));
+              lo = _mm256_or_si256(lo, _mm256_maskz_mov_epi8(ml, bit4));
+              hi = _mm256_or_si256(hi, _mm256_maskz_mov_epi8(mh, bit4));
             }
-            o[64 * j + l] = static_cast<uint8_t>(lo);
-            o[64 * j + 32 + l] = static_cast<uint8_t>(hi);
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + 64 * j), lo);
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + 64 * j + 32), hi);
           }
         }
       }
       return;
     }
-    case DType::kQ6_K:
+    case DType::kQ6_K: {
+      const __m512i m16 = _mm512_set1_epi32(0xFFFF);
       for (int b = 0; b < cols / 256; ++b) {
         const uint8_t* blk = src + b * 210;
-        w->d[b * 16 + r] = w->dmin[b * 16 + r] = F16(blk + 208);
-        const int8_t* scales = reinterpret_cast<const int8_t*>(blk + 192);
-        for (int g = 0; g < 16; ++g) w->sc[(b * 16 + g) * 16 + r] = scales[g];
-        for (int p = 0; p < 8; ++p) {
-          w->mnp[(b * 8 + p) * 16 + r] = Pair16(32 * scales[2 * p], 32 * scales[2 * p + 1]);
+        const __m512 d = GatherF16(blk + 208, rows);
+        _mm512_storeu_ps(&w->d[b * 16], d);
+        _mm512_storeu_ps(&w->dmin[b * 16], d);
+        __m512i sc[16];  // int8 scales, sign-extended
+        for (int k = 0; k < 4; ++k) {
+          const __m512i v = Gather32(blk + 192 + 4 * k, rows);
+          for (int m = 0; m < 4; ++m) {
+            sc[4 * k + m] = _mm512_srai_epi32(_mm512_slli_epi32(v, 24 - 8 * m), 24);
+            _mm512_storeu_si512(&w->sc[(b * 16 + 4 * k + m) * 16], sc[4 * k + m]);
+          }
         }
-        uint8_t* o = lv + b * 256;
-        for (int hf = 0; hf < 2; ++hf) {
-          const uint8_t* ql = blk + 64 * hf;
-          const uint8_t* qh = blk + 128 + 32 * hf;
-          uint8_t* oo = o + 128 * hf;
-          for (int l = 0; l < 32; ++l) {
-            oo[l] = static_cast<uint8_t>((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4));
-            oo[l + 32] = static_cast<uint8_t>((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4));
-            oo[l + 64] = static_cast<uint8_t>((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4));
-            oo[l + 96] = static_cast<uint8_t>((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4));
+        for (int p = 0; p < 8; ++p) {  // m = 32 * sc as int16 pairs
+          _mm512_storeu_si512(&w->mnp[(b * 8 + p) * 16],
+                              _mm512_or_si512(_mm512_and_si512(_mm512_slli_epi32(sc[2 * p], 5), m16),
+                                              _mm512_slli_epi32(sc[2 * p + 1], 21)));
+        }
+      }
+      const __m256i m3 = _mm256_set1_epi8(3);
+      for (int r = 0; r < 16; ++r) {
+        const uint8_t* row = src + r * rb;
+        uint8_t* lv = w->q.data() + static_cast<size_t>(r) * cols;
+        for (int b = 0; b < cols / 256; ++b) {
+          const uint8_t* blk = row + b * 210;
+          for (int hf = 0; hf < 2; ++hf) {
+            auto ld = [](const uint8_t* p) {
+              return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+            };
+            const __m256i qa = ld(blk + 64 * hf), qb = ld(blk + 64 * hf + 32);
+            const __m256i h = ld(blk + 128 + 32 * hf);
+            // 2 high bits (h >> s) & 3 into bits 4-5 of each level byte.
+            auto high = [&](int s) {
+              return _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, s), m3), 4);
+            };
+            uint8_t* o = lv + b * 256 + 128 * hf;
+            auto st = [&](int off, __m256i v) {
+              _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + off), v);
+            };
+            st(0, _mm256_or_si256(_mm256_and_si256(qa, nib), high(0)));
+            st(32, _mm256_or_si256(_mm256_and_si256(qb, nib), high(2)));
+            st(64, _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(qa, 4), nib), high(4)));
+            st(96, _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(qb, 4), nib), high(6)));
           }
         }
       }
       return;
+    }
     default:
       GOOSE_CHECK(false && "AmxTile: not an int-dot dtype");
   }
@@ -214,21 +284,26 @@ inline void TileDot(const uint8_t* a, int64_t a_stride, const int8_t* b, int32_t
   }
 }
 
-// Blocks of 32 (Q8_0, Q4_0, Q5_0) for one 16-token chunk: acc[r] = row r's 16 tokens.
+// Blocks of 32 (Q8_0, Q4_0, Q5_0) for one 16-token chunk: res[r] = row r's 16 tokens.
+// kSigned: Q8_0's signed levels (no offset term).
 template <bool kSigned>
 void ChunkBlocks32(const WeightTile& w, const uint8_t* a0, int64_t a_stride, int64_t a_step,
-                   int nsb, const AmxAct& x, int chunk, __m512* acc) {
+                   int nsb, const AmxAct& x, int chunk, float (*res)[16]) {
   alignas(64) int32_t c[2][256];
+  __m512 acc[16];
+  for (auto& v : acc) v = _mm512_setzero_ps();
   const int8_t* xb = x.xb.data() + static_cast<size_t>(chunk) * nsb * 512;
   const float* dx = x.dx.data() + static_cast<size_t>(chunk) * nsb * 16;
   const int32_t* obs = x.obs.data() + static_cast<size_t>(chunk) * nsb * 16;
+  const float* dv = w.d.data();
   auto finish = [&](int b, const int32_t* cb) {
     const __m512 dxv = _mm512_loadu_ps(dx + b * 16);
-    const __m512i ov = _mm512_loadu_si512(obs + b * 16);
-    const float* d = w.d.data() + b * 16;
+    const __m512i ov = kSigned ? _mm512_setzero_si512() : _mm512_loadu_si512(obs + b * 16);
+    const float* d = dv + b * 16;
 #pragma GCC unroll 16
     for (int r = 0; r < 16; ++r) {
-      const __m512i i = _mm512_sub_epi32(_mm512_load_si512(cb + r * 16), ov);
+      __m512i i = _mm512_load_si512(cb + r * 16);
+      if (!kSigned) i = _mm512_sub_epi32(i, ov);
       const __m512 dd = _mm512_mul_ps(_mm512_set1_ps(d[r]), dxv);
       acc[r] = _mm512_add_ps(acc[r], _mm512_mul_ps(dd, _mm512_cvtepi32_ps(i)));
     }
@@ -244,11 +319,15 @@ void ChunkBlocks32(const WeightTile& w, const uint8_t* a0, int64_t a_stride, int
     TileDot<0, kSigned>(a0 + b * a_step, a_stride, xb + b * 512, c[0]);
     finish(b, c[0]);
   }
+  for (int r = 0; r < 16; ++r) _mm512_store_ps(res[r], acc[r]);
 }
 
 // K-quant super-blocks (groups of kG = 32 or 16) for one 16-token chunk.
 template <int kG>
-void ChunkSuperBlocks(const WeightTile& w, int cols, const AmxAct& x, int chunk, __m512* acc) {
+void ChunkSuperBlocks(const WeightTile& w, int cols, const AmxAct& x, int chunk,
+                      float (*res)[16]) {
+  __m512 acc[16];
+  for (auto& v : acc) v = _mm512_setzero_ps();
   constexpr int kGpb = 256 / kG, kPairs = kGpb / 2;
   const int nsb = cols / 256;
   alignas(64) int32_t c[kGpb][256];
@@ -289,6 +368,7 @@ void ChunkSuperBlocks(const WeightTile& w, int cols, const AmxAct& x, int chunk,
       acc[r] = _mm512_sub_ps(acc[r], _mm512_mul_ps(dm, _mm512_cvtepi32_ps(i2)));
     }
   }
+  for (int r = 0; r < 16; ++r) _mm512_store_ps(res[r], acc[r]);
 }
 
 }  // namespace
@@ -308,32 +388,30 @@ void AmxTile(const WeightMatrix& wm, const Fmt& f, const AmxAct& x, int64_t r0, 
     // cache; tile loads straight from DRAM, 16 rows side by side, stall.
     w.q.resize(static_cast<size_t>(16) * rb);
     std::memcpy(w.q.data(), src, w.q.size());
-    for (int r = 0; r < 16; ++r) {
-      for (int b = 0; b < nsb; ++b) w.d[b * 16 + r] = F16(w.q.data() + r * rb + b * 34);
-    }
+    const __m512i rows = _mm512_mullo_epi32(
+        _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+        _mm512_set1_epi32(static_cast<int32_t>(rb)));
+    for (int b = 0; b < nsb; ++b) _mm512_storeu_ps(&w.d[b * 16], GatherF16(w.q.data() + b * 34, rows));
   } else {
     w.q.resize(static_cast<size_t>(16) * cols);
     w.dmin.resize(w.d.size());
     w.sc.resize(static_cast<size_t>(ng) * 16);
     w.mnp.resize(static_cast<size_t>(nsb) * (f.sb / f.g / 2) * 16);
-    for (int r = 0; r < 16; ++r) UnpackRow16(wm.dtype, src + r * rb, cols, r, &w);
+    UnpackTile(wm.dtype, src, rb, cols, &w);
   }
   __asm__ volatile("" ::: "memory");  // tile loads are asm without a memory clobber
 
   for (int chunk = 0; chunk < x.n_chunks; ++chunk) {
-    __m512 acc[16];
-    for (auto& v : acc) v = _mm512_setzero_ps();
-    if (q8) {
-      ChunkBlocks32<true>(w, w.q.data() + 2, rb, 34, nsb, x, chunk, acc);
-    } else if (!f.k) {
-      ChunkBlocks32<false>(w, w.q.data(), cols, 32, nsb, x, chunk, acc);
-    } else if (f.g == 32) {
-      ChunkSuperBlocks<32>(w, cols, x, chunk, acc);
-    } else {
-      ChunkSuperBlocks<16>(w, cols, x, chunk, acc);
-    }
     alignas(64) float res[16][16];
-    for (int r = 0; r < 16; ++r) _mm512_store_ps(res[r], acc[r]);
+    if (q8) {
+      ChunkBlocks32<true>(w, w.q.data() + 2, rb, 34, nsb, x, chunk, res);
+    } else if (!f.k) {
+      ChunkBlocks32<false>(w, w.q.data(), cols, 32, nsb, x, chunk, res);
+    } else if (f.g == 32) {
+      ChunkSuperBlocks<32>(w, cols, x, chunk, res);
+    } else {
+      ChunkSuperBlocks<16>(w, cols, x, chunk, res);
+    }
     const int n = std::min(16, x.n_tok - chunk * 16);
     for (int t = 0; t < n; ++t) {
       float* o = out + static_cast<int64_t>(chunk * 16 + t) * wm.rows + r0;
