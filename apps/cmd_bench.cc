@@ -68,12 +68,22 @@ int RunBenchCommand(const BenchFlags& f) {
   }
   auto specs = ParseDataSpecs(f.data);
   if (!specs.ok()) return Fail(specs.status().message());
+  auto configs_or = MakeVariantConfigs(methods, budgets);
+  if (!configs_or.ok()) return Fail("--methods: " + configs_or.status().message());
+  const std::vector<BenchConfig>& configs = *configs_or;
 
   const std::string path = ResolveModelPath(f.model);
   if (path.empty()) return 1;
   auto model_or = Model::Load(path);
   if (!model_or.ok()) return Fail(model_or.status().message());
   const Model& model = **model_or;
+  // RunBench keeps one engine per config, each with a context of at most the default size;
+  // their tree batches take at most 128 nodes (prompt prefills grow past that as the data needs).
+  if (Status st = CheckContextMemory(model.config(), 0, 128, static_cast<int>(configs.size()),
+                                     "--methods/--budgets list");
+      !st.ok()) {
+    return Fail(st.message());
+  }
   const std::string data_dir = f.data_dir.empty() ? DefaultDataDir() : f.data_dir;
   std::vector<DataSet> sets;
   for (const DataSpec& spec : *specs) {
@@ -105,9 +115,6 @@ int RunBenchCommand(const BenchFlags& f) {
     opt.cost_model_cost = *curve;
   }
 
-  auto configs_or = MakeVariantConfigs(methods, budgets);
-  if (!configs_or.ok()) return Fail("--methods: " + configs_or.status().message());
-  const std::vector<BenchConfig>& configs = *configs_or;
   auto res = RunBench(model, &pool, sets, configs, opt);
   if (!res.ok()) return Fail(res.status().message());
   nlohmann::json j = *res;
@@ -190,7 +197,8 @@ Runner AddBenchCommand(CLI::App& app) {
   app.add_option("--seed", f->seed, "sampling seed");
   app.add_option("--out", f->out, "output folder");
   app.add_option("--cost-model", f->cost_model, "GGUF whose verify cost gives the projection");
-  app.add_option("-t,--threads", f->threads, "threads (0 = all cores)")->check(CLI::Range(0, 1024));
+  app.add_option("-t,--threads", f->threads, "threads (0 = all cores; at most 64, the pool's limit)")
+      ->check(CLI::Range(0, 64));
   app.add_flag("--quiet", f->quiet, "no progress bar or table on the terminal");
   app.add_flag("--stop-at-eos", f->stop_at_eos, "stop at end-of-sequence (default: exactly --max-tokens)");
   app.add_flag("--recalibrate", f->recalibrate, "re-measure the cached verify-cost curve");

@@ -3,6 +3,7 @@
 // peak: per pass, achieved GB/s (weight bytes / pass time: weights are read once per pass) and
 // GFLOP/s (PassFlops / pass time), and for plain decode the share of time spent outside
 // MatMul (norms, RoPE, attention, threading overhead).
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 
@@ -63,13 +64,23 @@ Runner AddBenchVerifyCommand(CLI::App& app) {
   app.add_option("--nodes", f->nodes, "tree sizes to time")->delimiter(',')->check(CLI::Range(1, 128));
   app.add_option("--prefix", f->prefix, "tokens already in the KV cache")->check(CLI::Range(1, 1 << 20));
   app.add_option("--reps", f->reps, "timed passes per size (median)")->check(CLI::Range(1, 10000));
-  app.add_option("-t,--threads", f->threads, "threads (0 = all cores)")->check(CLI::Range(0, 1024));
+  app.add_option("-t,--threads", f->threads, "threads (0 = all cores; at most 64, the pool's limit)")
+      ->check(CLI::Range(0, 64));
   app.add_flag("--json", f->json, "print one JSON object");
   return [f] {
     const std::string path = ResolveModelPath(f->model);
     if (path.empty()) return 1;
     auto model = Model::Load(path);
     if (!model.ok()) return Fail(model.status().message());
+    // One context at a time: the tree passes' (prefix + nodes), then plain decoding's (prefix +
+    // at most 128 tokens); the prefix is one batch.
+    const int max_nodes = *std::max_element(f->nodes.begin(), f->nodes.end());
+    const int n_ctx = f->prefix + std::max(max_nodes, 128) + 1;
+    if (Status st = CheckContextMemory((*model)->config(), n_ctx, std::max(f->prefix, max_nodes),
+                                       1, "--prefix");
+        !st.ok()) {
+      return Fail(st.message());
+    }
     ThreadPool pool(f->threads > 0 ? f->threads : ThreadPool::DefaultThreads());
     VerifyCostOptions opt;
     opt.nodes = f->nodes;

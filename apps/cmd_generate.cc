@@ -1,6 +1,9 @@
 // goose generate: plain or speculative generation, text streamed to stdout, speed to stderr.
+#include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -27,6 +30,31 @@ struct GenerateFlags {
   bool json = false, ignore_eos = false, no_bos = false, has_prompt = false, recalibrate = false;
 };
 
+// Reads the whole prompt file, which must be a regular, readable file.
+Status ReadPromptFile(const std::string& path, std::string* out) {
+  std::error_code ec;
+  const std::filesystem::file_status st = std::filesystem::status(path, ec);
+  if (st.type() == std::filesystem::file_type::not_found) {
+    return Status::Error("cannot read prompt file '" + path + "': no such file");
+  }
+  if (ec) return Status::Error("cannot read prompt file '" + path + "': " + ec.message());
+  if (std::filesystem::is_directory(st)) {
+    return Status::Error("prompt file '" + path + "' is a directory, not a regular file");
+  }
+  if (!std::filesystem::is_regular_file(st)) {
+    return Status::Error("prompt file '" + path + "' is not a regular file");
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return Status::Error("cannot read prompt file '" + path + "': " + std::strerror(errno));
+  }
+  std::stringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) return Status::Error("cannot read prompt file '" + path + "': read failed");
+  *out = ss.str();
+  return Status::Ok();
+}
+
 int RunGenerate(const GenerateFlags& f) {
   GenerateParams params;
   if (Status st = ParseSpecVariant(f.spec, &params.spec); !st.ok()) {
@@ -35,14 +63,28 @@ int RunGenerate(const GenerateFlags& f) {
   if (!f.preset.empty() && f.preset != "paper") {
     return Fail("unknown --goose-preset '" + f.preset + "' (the only preset is 'paper')");
   }
+  // Flags that only one method reads are errors elsewhere, as the +paper / +k5 modifiers are.
+  if (!f.preset.empty() && params.spec.method != SpecMethod::kGoose) {
+    return Fail("--goose-preset applies to --spec goose, not '" + f.spec + "'");
+  }
+  if (f.branch_k > 0 && params.spec.method != SpecMethod::kBalanced) {
+    return Fail("--branch-k applies to --spec balanced, not '" + f.spec + "'");
+  }
+  const bool auto_budget = f.budget == "auto";
+  if (!auto_budget) {
+    char* end = nullptr;
+    const long b = std::strtol(f.budget.c_str(), &end, 10);
+    if (f.budget.empty() || *end || b < 0 || b > 128) {
+      return Fail("--budget '" + f.budget + "' is neither 0..128 nor 'auto'");
+    }
+    params.spec.budget = static_cast<int>(b);
+  }
+  if (f.branch_k > 0) params.spec.branch_k = f.branch_k;
+  if (f.preset == "paper") params.spec.paper_preset = true;
   std::string prompt = f.prompt;
   if (!f.prompt_file.empty()) {
     if (f.has_prompt) return Fail("give the prompt with -p or -f, not both");
-    std::ifstream in(f.prompt_file, std::ios::binary);
-    if (!in) return Fail("cannot read prompt file '" + f.prompt_file + "'");
-    std::stringstream ss;
-    ss << in.rdbuf();
-    prompt = ss.str();
+    if (Status st = ReadPromptFile(f.prompt_file, &prompt); !st.ok()) return Fail(st.message());
   }
   const std::string path = ResolveModelPath(f.model);
   if (path.empty()) return 1;
@@ -57,32 +99,26 @@ int RunGenerate(const GenerateFlags& f) {
   params.sampling.top_k = f.top_k;
   params.sampling.top_p = f.top_p;
   params.sampling.seed = f.seed;
-  const bool auto_budget = f.budget == "auto";
-  if (!auto_budget) {
-    char* end = nullptr;
-    const long b = std::strtol(f.budget.c_str(), &end, 10);
-    if (f.budget.empty() || *end || b < 0 || b > 128) {
-      return Fail("--budget '" + f.budget + "' is neither 0..128 nor 'auto'");
-    }
-    params.spec.budget = static_cast<int>(b);
-  }
-  if (f.branch_k > 0) params.spec.branch_k = f.branch_k;
-  if (f.preset == "paper") params.spec.paper_preset = true;
 
+  const std::vector<int32_t> prompt_tokens = tok.Encode(prompt, !f.no_bos);
+  const int n_ctx = ContextSize(model.config(), f.n_ctx);
+  if (static_cast<int>(prompt_tokens.size()) >= n_ctx) {
+    return Fail("prompt is " + std::to_string(prompt_tokens.size()) +
+                " tokens long but the context holds " + std::to_string(n_ctx) + " (raise -c)");
+  }
+  // The largest batch is the prompt or a tree of at most 128 nodes.
+  const int n_batch = std::max(static_cast<int>(prompt_tokens.size()), 128);
+  if (Status st = CheckContextMemory(model.config(), n_ctx, n_batch, 1, "-c"); !st.ok()) {
+    return Fail(st.message());
+  }
   ThreadPool pool(f.threads > 0 ? f.threads : ThreadPool::DefaultThreads());
-  Engine engine(model, f.n_ctx, &pool);
+  Engine engine(model, n_ctx, &pool);
   std::shared_ptr<BudgetChooser> chooser;
   if (auto_budget) {  // calibrated once per model and machine (bench/cost_cache.h)
     auto cal = LoadOrMeasureCost(model, path, &pool, f.recalibrate);
     if (!cal.ok()) return Fail(cal.status().message());
     chooser = std::make_shared<BudgetChooser>(ToCostSamples(cal->curve));
     params.spec.choose_budget = [chooser](const SpecStats& h) { return (*chooser)(h); };
-  }
-  const std::vector<int32_t> prompt_tokens = tok.Encode(prompt, !f.no_bos);
-  if (static_cast<int>(prompt_tokens.size()) >= engine.n_ctx()) {
-    return Fail("prompt is " + std::to_string(prompt_tokens.size()) +
-                " tokens long but the context holds " + std::to_string(engine.n_ctx()) +
-                " (raise -c)");
   }
   TransitionTable* table = engine.table(params.spec.method);
   if (!f.tr_cache.empty() && table && std::filesystem::exists(f.tr_cache)) {
@@ -151,18 +187,20 @@ Runner AddGenerateCommand(CLI::App& app) {
   app.add_option("-n,--n-predict", f->n_predict, "tokens to generate")->check(CLI::Range(0, 1 << 24));
   app.add_option("-c,--ctx-size", f->n_ctx, "context length (0 = min(model, 4096))")
       ->check(CLI::Range(0, 1 << 20));
-  app.add_option("-t,--threads", f->threads, "threads (0 = all cores)")->check(CLI::Range(0, 1024));
+  app.add_option("-t,--threads", f->threads, "threads (0 = all cores; at most 64, the pool's limit)")
+      ->check(CLI::Range(0, 64));
   app.add_option("--temp", f->temp, "temperature (0 = greedy)")->check(CLI::Range(0.0, 100.0));
   app.add_option("--top-k", f->top_k, "top-k (0 = off)")->check(CLI::Range(0, 1 << 24));
   app.add_option("--top-p", f->top_p, "top-p")->check(CLI::Range(0.0, 1.0));
   app.add_option("--seed", f->seed, "sampling seed");
   app.add_option("--spec", f->spec,
                  "none|pld|tr|balanced|sequoia|goose, optionally +paper +keep +cold +k5 ...");
-  app.add_option("--goose-preset", f->preset, "paper: the reference GOOSE defaults");
+  app.add_option("--goose-preset", f->preset,
+                 "paper: the reference GOOSE defaults (--spec goose only)");
   app.add_option("--budget", f->budget,
                  "tree node budget incl. root (0 = method default, auto = cost-aware)");
   app.add_flag("--recalibrate", f->recalibrate, "--budget auto: re-measure the cached cost curve");
-  app.add_option("--branch-k", f->branch_k, "balanced tree: children per node")
+  app.add_option("--branch-k", f->branch_k, "children per node (--spec balanced only)")
       ->check(CLI::Range(1, 10));
   app.add_option("--tr-cache", f->tr_cache, "load/save the transition table from/to this file");
   app.add_flag("--ignore-eos", f->ignore_eos, "keep generating past end-of-sequence tokens");

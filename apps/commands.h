@@ -7,6 +7,9 @@
 
 #include <CLI/CLI.hpp>
 
+#include "model/llama_config.h"
+#include "util/status.h"
+
 namespace goose::cli {
 
 using Runner = std::function<int()>;
@@ -17,13 +20,24 @@ Runner AddSynthCommand(CLI::App& app);
 Runner AddBenchVerifyCommand(CLI::App& app);
 Runner AddBenchCommand(CLI::App& app);
 
-// Model path to use when -m is not given: ../shared/models/stories260K.gguf beside the source
-// tree, if it exists; otherwise empty.
+// Model path to use when -m is not given: shared/models/stories260K.gguf next to the checkout
+// the executable is in (<exe dir>/../../shared), else next to the source tree it was built from;
+// empty if neither exists.
 std::string DefaultModelPath();
 // Resolves -m (or the default) and explains what to do if there is none. Empty on failure.
 std::string ResolveModelPath(const std::string& flag);
 
 // Prints "goose: <message>" to stderr and returns exit code 1.
 int Fail(const std::string& message);
+
+// Memory the system can give now (MemAvailable, else free physical pages); 0 if unknown.
+uint64_t AvailableMemoryBytes();
+// An error naming `what`, the size and `advice` when `bytes` exceed the available memory (a
+// request that would otherwise end in std::bad_alloc or the OOM killer).
+Status CheckMemory(uint64_t bytes, const std::string& what, const std::string& advice);
+// CheckMemory for `n_contexts` Contexts of n_ctx tokens (0 = default) whose largest batch has
+// n_batch tokens; the advice is to use a smaller `flag` (e.g. "-c").
+Status CheckContextMemory(const LlamaConfig& config, int n_ctx, int n_batch, int n_contexts,
+                          const std::string& flag);
 
 }  // namespace goose::cli

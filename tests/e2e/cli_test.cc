@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -35,9 +36,14 @@ std::string ReadAll(const std::string& path) {
   return ss.str();
 }
 
-RunResult Goose(const std::string& args) {
+std::string GooseBinary() { return std::string(GOOSE_BINARY_DIR) + "/goose"; }
+
+// Runs `binary args` through the shell, after `shell_prefix` (e.g. "ulimit -v N;").
+RunResult Goose(const std::string& args, const std::string& binary = GooseBinary(),
+                const std::string& shell_prefix = "") {
   const std::string out = TempPath("stdout"), err = TempPath("stderr");
-  const std::string cmd = std::string(GOOSE_BINARY_DIR) + "/goose " + args + " >" + out + " 2>" + err;
+  const std::string cmd =
+      shell_prefix + "'" + binary + "' " + args + " >" + out + " 2>" + err;
   const int status = std::system(cmd.c_str());
   RunResult r;
   if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
@@ -111,22 +117,134 @@ TEST(Cli, TokenizeMatchesReferencePromptTokens) {
   EXPECT_EQ(plain.out.find(" 1 "), std::string::npos);
 }
 
-TEST(Cli, SynthesizedModelGenerates) {
+TEST(Cli, SynthesizedModelLoadsWithTheAskedVocabSize) {
   const std::string path = TempPath("synth.gguf");
   const RunResult s = Goose("synth --arch qwen2 --hidden 32 --layers 1 --heads 2 --kv-heads 1 "
-                            "--ffn 64 --dtype q8_0 --vocab-from " + Model() + " -o " + path);
+                            "--ffn 64 --dtype q8_0 --vocab-size 600 --vocab-from " + Model() +
+                            " -o " + path);
   ASSERT_EQ(s.exit_code, 0) << s.err;
+  EXPECT_FALSE(std::filesystem::exists(path + ".tmp." + std::to_string(getpid())));
+  auto m = Model::Load(path);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  EXPECT_EQ((*m)->config().n_vocab, 600);
+  EXPECT_EQ((*m)->tokenizer().n_vocab(), 600);
+  EXPECT_EQ((*m)->config().n_embd, 32);
+  EXPECT_EQ((*m)->config().n_layer, 1);
+  EXPECT_EQ((*m)->config().n_head_kv, 1);
+  // Its tokenizer is the tiny model's (padded), so tokenize agrees; and it generates.
+  const RunResult t = Goose("tokenize -m " + path + " -p 'Once upon a time' --json");
+  const RunResult t_ref = Goose("tokenize -m " + Model() + " -p 'Once upon a time' --json");
+  ASSERT_EQ(t.exit_code, 0) << t.err;
+  EXPECT_EQ(t.out, t_ref.out);
   const RunResult g = Goose("generate -m " + path + " -p hello -n 8 --json --ignore-eos");
   std::filesystem::remove(path);
   ASSERT_EQ(g.exit_code, 0) << g.err;
-  EXPECT_EQ(nlohmann::json::parse(g.out)["tokens"].size(), 8u);
+  const auto tokens = nlohmann::json::parse(g.out)["tokens"].get<std::vector<int>>();
+  ASSERT_EQ(tokens.size(), 8u);
+  for (int id : tokens) EXPECT_LT(id, 600);
 }
 
-struct BadCase {
-  const char* name;
-  std::string args;
-  const char* expect;  // substring of the error message
-};
+TEST(Cli, NoModelFlagUsesTheDefaultModel) {
+  const std::string args = " -p 'Once upon a time' -n 24 --ignore-eos -t 1 --json";
+  const RunResult def = Goose("generate" + args);
+  const RunResult given = Goose("generate -m " + Model() + args);
+  ASSERT_EQ(def.exit_code, 0) << def.err;
+  ASSERT_EQ(given.exit_code, 0) << given.err;
+  EXPECT_EQ(nlohmann::json::parse(def.out)["tokens"], nlohmann::json::parse(given.out)["tokens"]);
+  EXPECT_EQ(nlohmann::json::parse(def.out)["tokens"].size(), 24u);
+}
+
+// The default model is found beside the checkout the executable is in (<exe dir>/../../shared),
+// so a moved checkout still finds it.
+TEST(Cli, DefaultModelIsFoundRelativeToTheExecutable) {
+  const std::filesystem::path root = TempPath("moved");
+  std::filesystem::remove_all(root);
+  std::filesystem::create_directories(root / "checkout" / "build");
+  std::filesystem::create_directories(root / "shared" / "models");
+  const std::string exe = (root / "checkout" / "build" / "goose").string();
+  std::filesystem::copy_file(GooseBinary(), exe);
+  const std::filesystem::path model = root / "shared" / "models" / "stories260K.gguf";
+  {  // Not a model: the error shows which file the default resolved to.
+    std::ofstream out(model, std::ios::binary);
+    out << "not a gguf";
+  }
+  const RunResult bad = Goose("generate -p hi -n 4", exe);
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find(model.string()), std::string::npos) << bad.err;
+  std::filesystem::remove(model);
+  std::filesystem::create_symlink(Model(), model);
+  const RunResult good = Goose("tokenize -p 'Once upon a time' --json", exe);
+  EXPECT_EQ(good.exit_code, 0) << good.err;
+  EXPECT_EQ(nlohmann::json::parse(good.out)["tokens"], ReferenceRecord(0)["prompt_tokens"]);
+  std::filesystem::remove_all(root);
+}
+
+TEST(Cli, PromptFileEqualsPromptFlag) {
+  const std::string text = "Lily and Tom went to the park. \"Look!\" said Lily.\nThey";
+  const std::string file = TempPath("prompt.txt");
+  {
+    std::ofstream out(file, std::ios::binary);
+    out << text;
+  }
+  std::string quoted = "'";  // the text as one shell word
+  for (char c : text) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  quoted += "'";
+  const std::string base = "generate -m " + Model() + " -n 24 --ignore-eos -t 1";
+  const RunResult from_file = Goose(base + " -f " + file);
+  const RunResult from_flag = Goose(base + " -p " + quoted);
+  ASSERT_EQ(from_file.exit_code, 0) << from_file.err;
+  ASSERT_EQ(from_flag.exit_code, 0) << from_flag.err;
+  EXPECT_EQ(from_file.out, from_flag.out);  // prompt echoed, then the continuation
+  EXPECT_EQ(from_file.out.rfind(text, 0), 0u) << from_file.out;
+  const RunResult json_file = Goose(base + " --json -f " + file);
+  const RunResult json_flag = Goose(base + " --json -p " + quoted);
+  ASSERT_EQ(json_file.exit_code, 0) << json_file.err;
+  const auto a = nlohmann::json::parse(json_file.out), b = nlohmann::json::parse(json_flag.out);
+  for (const char* key : {"prompt_tokens", "tokens", "text"}) EXPECT_EQ(a[key], b[key]) << key;
+  EXPECT_GT(a["prompt_tokens"].size(), 15u);  // the whole file, not its first line
+  std::filesystem::remove(file);
+}
+
+TEST(Cli, BenchVerifyJson) {
+  const RunResult r =
+      Goose("bench-verify -m " + Model() + " --nodes 1,4 --reps 1 --prefix 8 --json -t 1");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;  // one JSON object
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_TRUE(j.is_object());
+  ASSERT_TRUE(j["model_bytes"].is_number_integer());
+  EXPECT_EQ(j["model_bytes"].get<uint64_t>(), TinyModel().weight_bytes());
+  EXPECT_GT(j["bandwidth_gbps"].get<double>(), 0.0);
+  EXPECT_GT(j["decode_tokens_per_second"].get<double>(), 0.0);
+  EXPECT_EQ(j["prefix"].get<int>(), 8);
+  ASSERT_TRUE(j["curve"].is_array());
+  ASSERT_EQ(j["curve"].size(), 2u);
+  EXPECT_EQ(j["curve"][0]["nodes"].get<int>(), 1);
+  EXPECT_EQ(j["curve"][1]["nodes"].get<int>(), 4);
+  for (const auto& p : j["curve"]) EXPECT_GT(p["seconds"].get<double>(), 0.0);
+}
+
+TEST(Cli, HelpPrintsUsageAndExitsZero) {
+  const RunResult top = Goose("--help");
+  EXPECT_EQ(top.exit_code, 0);
+  EXPECT_NE(top.out.find("bench-verify"), std::string::npos) << top.out;
+  const RunResult sub = Goose("generate --help");
+  EXPECT_EQ(sub.exit_code, 0);
+  EXPECT_NE(sub.out.find("--goose-preset"), std::string::npos) << sub.out;
+  EXPECT_NE(sub.out.find("at most 64"), std::string::npos) << sub.out;
+}
+
+// Asserts the error contract: non-zero exit (not a signal), nothing on stdout, and exactly one
+// line "goose: ..." on stderr that contains `expect`.
+void ExpectOneLineError(const RunResult& r, const std::string& name, const std::string& expect) {
+  EXPECT_GT(r.exit_code, 0) << name << " (killed by a signal if -1)";
+  EXPECT_TRUE(r.out.empty()) << name << " printed to stdout: " << r.out;
+  EXPECT_EQ(r.err.rfind("goose: ", 0), 0u) << name << ": " << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << name << ": " << r.err;
+  EXPECT_TRUE(!r.err.empty() && r.err.back() == '\n') << name << ": " << r.err;
+  EXPECT_NE(r.err.find(expect), std::string::npos)
+      << name << ": expected \"" << expect << "\" in: " << r.err;
+}
 
 TEST(Cli, BadInputGivesOneLineErrorAndNonZeroExit) {
   const std::string garbage = TempPath("garbage.gguf");
@@ -134,30 +252,86 @@ TEST(Cli, BadInputGivesOneLineErrorAndNonZeroExit) {
     std::ofstream out(garbage, std::ios::binary);
     out << "GGUF\x03\x00\x00\x00 this is not a model";
   }
+  const std::string dir = TempPath("a_directory");
+  std::filesystem::create_directories(dir);
   std::string long_prompt;
   for (int i = 0; i < 40; ++i) long_prompt += "Once upon a time ";
-  const BadCase cases[] = {
-      {"unknown flag", "generate --frobnicate", "frobnicate"},
-      {"non-numeric temp", "generate --temp abc", "temp"},
-      {"negative n", "generate -n -5", "n"},
-      {"unknown spec", "generate -m " + Model() + " --spec nope", "nope"},
-      {"unknown preset", "generate -m " + Model() + " --spec goose --goose-preset x", "preset"},
-      {"missing model", "generate -m /nonexistent/model.gguf -p hi", "/nonexistent/model.gguf"},
-      {"malformed gguf", "generate -m " + garbage + " -p hi", garbage.c_str()},
-      {"prompt too long", "generate -m " + Model() + " -c 16 -p '" + long_prompt + "'", "context"},
-      {"missing prompt file", "generate -m " + Model() + " -f /nonexistent/prompt.txt", "prompt"},
-      {"no subcommand", "", "subcommand"},
-      {"unknown dtype", "synth --hidden 8 --layers 1 --heads 1 --ffn 8 --dtype q9 -o /tmp/x.gguf",
-       "q9"},
-      {"budget out of range", "generate --budget 1000", "budget"},
+  const std::string m = " -m " + Model();
+  struct BadCase {
+    const char* name;
+    std::string args;
+    std::string expect;  // substring of the error message
   };
-  for (const BadCase& c : cases) {
-    const RunResult r = Goose(c.args);
-    EXPECT_GT(r.exit_code, 0) << c.name << " (killed by a signal if -1)";
-    EXPECT_NE(r.err.find(c.expect), std::string::npos) << c.name << ": " << r.err;
-    EXPECT_TRUE(r.out.empty() || c.args.empty()) << c.name << " printed to stdout: " << r.out;
-  }
+  const BadCase cases[] = {
+      {"unknown flag", "generate --frobnicate", "not expected: --frobnicate"},
+      {"non-numeric temp", "generate --temp abc", "--temp: Value abc"},
+      {"negative n", "generate -n -5", "--n-predict: Value -5 not in range"},
+      {"threads above the pool's limit", "generate -t 65", "--threads: Value 65 not in range 0 to 64"},
+      {"unknown spec", "generate" + m + " --spec nope", "--spec: unknown method 'nope'"},
+      {"unknown preset", "generate" + m + " --spec goose --goose-preset x",
+       "unknown --goose-preset 'x'"},
+      {"preset for another method", "generate" + m + " --spec pld --goose-preset paper",
+       "--goose-preset applies to --spec goose"},
+      {"branch-k for another method", "generate" + m + " --spec goose --branch-k 5",
+       "--branch-k applies to --spec balanced"},
+      {"missing model", "generate -m /nonexistent/model.gguf -p hi",
+       "/nonexistent/model.gguf: cannot open"},
+      {"malformed gguf", "generate -m " + garbage + " -p hi", garbage + ": "},
+      {"prompt too long", "generate" + m + " -c 16 -p '" + long_prompt + "'",
+       "but the context holds 16 (raise -c)"},
+      {"missing prompt file", "generate" + m + " -f /nonexistent/prompt.txt",
+       "cannot read prompt file '/nonexistent/prompt.txt'"},
+      {"prompt file is a directory", "generate" + m + " -f " + dir,
+       "prompt file '" + dir + "' is a directory"},
+      {"prompt and prompt file", "generate" + m + " -p hi -f " + garbage, "with -p or -f, not both"},
+      {"no command", "", "no command given (generate, tokenize, synth, bench, bench-verify)"},
+      {"unknown command", "frob", "unknown command 'frob' (generate, tokenize, synth, bench, bench-verify)"},
+      {"unknown dtype", "synth --hidden 8 --layers 1 --heads 1 --ffn 8 --dtype q9 -o /tmp/x.gguf",
+       "unknown --dtype 'q9'"},
+      {"synth without -o", "synth --hidden 8", "--output is required"},
+      {"budget out of range", "generate --budget 1000", "--budget '1000' is neither"},
+      {"bench-verify nodes out of range", "bench-verify --nodes 1,500", "--nodes: Value 500"},
+  };
+  for (const BadCase& c : cases) ExpectOneLineError(Goose(c.args), c.name, c.expect);
   std::filesystem::remove(garbage);
+  std::filesystem::remove(dir);
+}
+
+uint64_t MemAvailableBytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  uint64_t kib = 0;
+  while (in >> key >> kib) {
+    if (key == "MemAvailable:") return kib * 1024;
+    in.ignore(1 << 10, '\n');
+  }
+  return 0;
+}
+
+// A context far beyond the machine's memory is a one-line error naming the size, not an abort.
+TEST(Cli, HugeContextIsAMemoryError) {
+  if (MemAvailableBytes() > (600ull << 30)) GTEST_SKIP() << "this machine has over 600 GiB free";
+  // 1024 layers of width 64: a 17 MB model whose KV cache at 2^20 tokens is 512 GiB.
+  const std::string path = TempPath("deep.gguf");
+  const RunResult s = Goose("synth --arch llama --hidden 64 --layers 1024 --heads 4 --ffn 64 "
+                            "--dtype q4_0 --vocab-from " + Model() + " -o " + path);
+  ASSERT_EQ(s.exit_code, 0) << s.err;
+  const RunResult c = Goose("generate -m " + path + " -c 1048576 -p hi");
+  ExpectOneLineError(c, "huge -c", "a context of 1048576 tokens (512.0 GiB KV cache) needs");
+  ExpectOneLineError(c, "huge -c", "use a smaller -c");
+  ExpectOneLineError(Goose("bench-verify -m " + path + " --prefix 1048576"), "huge --prefix",
+                     "use a smaller --prefix");
+  std::filesystem::remove(path);
+}
+
+// An allocation failure that no check foresaw (here: an address-space limit below what the
+// KV cache takes) is still one line and a non-zero exit, via goose_main's backstop.
+TEST(Cli, OutOfMemoryIsOneLineNotAnAbort) {
+  if (kSanitized) GTEST_SKIP() << "sanitizers need more address space than the limit allows";
+  // -c 2^20 on the tiny model: 1.25 GiB of KV cache, under a 1 GiB address-space limit.
+  const RunResult r = Goose("generate -m " + Model() + " -c 1048576 -p hi -n 1", GooseBinary(),
+                            "ulimit -v 1048576; ");
+  ExpectOneLineError(r, "bad_alloc backstop", "out of memory");
 }
 
 }  // namespace
