@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 
 #if defined(__x86_64__)
 #include <cpuid.h>
@@ -12,7 +15,20 @@
 namespace goose {
 
 namespace {
-std::atomic<int> g_cap{static_cast<int>(kMaxCpuLevel)};
+
+// GOOSE_CPU=x86-64-v2|avx2|avx512|avx512+amx caps the level (A/B benchmarks of kernel paths).
+int InitialCap() {
+  const char* env = std::getenv("GOOSE_CPU");
+  if (env == nullptr) return static_cast<int>(kMaxCpuLevel);
+  for (int l = 0; l <= static_cast<int>(kMaxCpuLevel); ++l) {
+    if (std::strcmp(env, CpuLevelName(static_cast<CpuLevel>(l))) == 0) return l;
+  }
+  std::fprintf(stderr, "goose: ignoring GOOSE_CPU=%s (x86-64-v2, avx2, avx512, avx512+amx)\n", env);
+  return static_cast<int>(kMaxCpuLevel);
+}
+
+std::atomic<int> g_cap{InitialCap()};
+
 }  // namespace
 
 bool HasAmxInt8() {

@@ -13,7 +13,8 @@ constexpr CpuLevel kMaxCpuLevel = CpuLevel::kAmx;
 
 // The best level this CPU (and OS) supports.
 CpuLevel DetectCpuLevel();
-// The level kernels use now: min(DetectCpuLevel(), cap). Default cap: none (kMaxCpuLevel).
+// The level kernels use now: min(DetectCpuLevel(), cap). Default cap: the environment's
+// GOOSE_CPU (a CpuLevelName), else none.
 CpuLevel ActiveCpuLevel();
 // Limits the level kernels use (tests). Not thread-safe w.r.t. running kernels.
 void SetCpuLevelCap(CpuLevel cap);
