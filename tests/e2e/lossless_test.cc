@@ -1,7 +1,10 @@
-// Losslessness, end to end: every speculative method, at several budgets, greedy and sampled,
-// on the real tiny model and a synthesized qwen2 model, emits exactly the ids of plain decoding.
+// Losslessness, end to end: every speculative method and the paper / k=5 variants, at several
+// budgets, greedy and sampled, on the real tiny model and a synthesized qwen2 model, emits
+// exactly the ids of plain decoding — also when a stop token ends generation inside an
+// accepted path.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <tuple>
@@ -12,19 +15,29 @@
 namespace goose {
 namespace {
 
+constexpr const char* kVariants[] = {"pld",     "tr",    "balanced",   "balanced+k5",
+                                     "sequoia", "goose", "goose+paper"};
+
 struct Case {
-  const char* model;   // "tiny" | "qwen2"
-  SpecMethod method;
-  bool sampled;
+  const char* model;    // "tiny" | "qwen2"
+  const char* variant;  // ParseSpecVariant name
+  bool sampled;         // temp 0.8, top-p 0.95 (top-k off)
+  int top_k = 0;        // sampled only; an extra case keeps top-k 40 on
+  int threads = 1;
 };
 
 std::string CaseName(const testing::TestParamInfo<Case>& info) {
-  return std::string(info.param.model) + "_" + SpecMethodName(info.param.method) +
-         (info.param.sampled ? "_sampled" : "_greedy");
+  std::string v = info.param.variant;
+  std::replace(v.begin(), v.end(), '+', '_');
+  std::string name = std::string(info.param.model) + "_" + v +
+                     (info.param.sampled ? "_sampled" : "_greedy");
+  if (info.param.top_k > 0) name += "_topk" + std::to_string(info.param.top_k);
+  if (info.param.threads > 1) name += "_t" + std::to_string(info.param.threads);
+  return name;
 }
 
-const Model& ModelFor(const Case& c) {
-  return std::string(c.model) == "tiny" ? TinyModel() : SynthQwen2Model();
+const Model& ModelFor(const char* model) {
+  return std::string(model) == "tiny" ? TinyModel() : SynthQwen2Model();
 }
 
 GenerateParams Params(const Case& c, int n_predict, bool ignore_eos) {
@@ -34,7 +47,7 @@ GenerateParams Params(const Case& c, int n_predict, bool ignore_eos) {
   if (c.sampled) {
     p.sampling.temp = 0.8f;
     p.sampling.top_p = 0.95f;
-    p.sampling.top_k = 40;
+    p.sampling.top_k = c.top_k;
     p.sampling.seed = 1234;
   }
   return p;
@@ -49,89 +62,145 @@ int FirstDifference(const std::vector<int32_t>& a, const std::vector<int32_t>& b
   return a.size() == b.size() ? -1 : static_cast<int>(n);
 }
 
+std::string Describe(const std::vector<int32_t>& ref, const std::vector<int32_t>& got, int diff) {
+  auto at = [diff](const std::vector<int32_t>& v) {
+    return diff < static_cast<int>(v.size()) ? v[diff] : -1;
+  };
+  return "first difference at generated position " + std::to_string(diff) + " (plain " +
+         std::to_string(at(ref)) + ", speculative " + std::to_string(at(got)) + ")";
+}
+
+// Plain decoding's ids for a prompt, computed once per (model, sampling, n_predict, eos) and
+// shared by the cases of every variant.
+const std::vector<int32_t>& PlainIds(const Model& model, const std::vector<int32_t>& prompt,
+                                     const GenerateParams& base) {
+  using Key = std::tuple<const Model*, std::vector<int32_t>, float, int, int, bool,
+                         std::vector<int32_t>>;
+  static std::map<Key, std::vector<int32_t>> cache;
+  const Key key{&model,          prompt, base.sampling.temp, base.sampling.top_k, base.n_predict,
+                base.ignore_eos, base.stop_tokens};
+  auto it = cache.find(key);
+  if (it == cache.end()) {
+    ThreadPool pool(1);
+    Engine plain(model, 512, &pool);
+    GenerateParams p = base;
+    p.spec = SpecParams{};
+    auto r = plain.Generate(prompt, p);
+    EXPECT_TRUE(r.ok()) << r.status().message();
+    it = cache.emplace(key, r.ok() ? r->tokens : std::vector<int32_t>{}).first;
+  }
+  return it->second;
+}
+
 class LosslessTest : public testing::TestWithParam<Case> {};
 
+// budgets x >= 20 prompts, one engine per case: hot tables carry across requests and budgets,
+// which is the realistic case and must stay lossless too.
 TEST_P(LosslessTest, SpeculativeEqualsPlain) {
   const Case c = GetParam();
-  const Model& model = ModelFor(c);
-  const int n_predict = kSanitized ? 24 : 64;
+  const Model& model = ModelFor(c.model);
+  const int n_predict = kSanitized ? 24 : 48;
   const auto prompts = LosslessPrompts(model, kSanitized ? 64 : 160);
   ASSERT_GE(prompts.size(), 20u);
-  ThreadPool pool(1);
-  Engine plain(model, 512, &pool);
-  // One engine per method for all budgets and prompts: hot tables carry across requests,
-  // which is the realistic case and must stay lossless too.
+  ThreadPool pool(c.threads);
   Engine spec(model, 512, &pool);
-  const int budgets[] = {1, 8, 32, 0};
+  const int budgets[] = {1, 8, 32, 0};  // 0 = the method's default (paper GOOSE: B0 = 60)
   int64_t passes = 0, generated = 0;
   for (size_t pi = 0; pi < prompts.size(); ++pi) {
-    const bool ignore_eos = pi % 2 == 0;
-    GenerateParams base = Params(c, n_predict, ignore_eos);
-    auto ref = plain.Generate(prompts[pi], base);
-    ASSERT_TRUE(ref.ok()) << ref.status().message();
+    const GenerateParams base = Params(c, n_predict, /*ignore_eos=*/pi % 2 == 0);
+    const std::vector<int32_t>& ref = PlainIds(model, prompts[pi], base);
     for (int budget : budgets) {
       GenerateParams p = base;
-      p.spec.method = c.method;
+      ASSERT_TRUE(ParseSpecVariant(c.variant, &p.spec).ok());
       p.spec.budget = budget;
       auto got = spec.Generate(prompts[pi], p);
       ASSERT_TRUE(got.ok()) << got.status().message();
-      const int diff = FirstDifference(ref->tokens, got->tokens);
-      ASSERT_EQ(diff, -1) << "method " << SpecMethodName(c.method) << " budget " << budget
-                          << " prompt #" << pi << (c.sampled ? " sampled" : " greedy")
-                          << ": first difference at generated position " << diff << " (plain "
-                          << (diff < static_cast<int>(ref->tokens.size()) ? ref->tokens[diff] : -1)
-                          << ", speculative "
-                          << (diff < static_cast<int>(got->tokens.size()) ? got->tokens[diff] : -1)
-                          << ")";
+      const int diff = FirstDifference(ref, got->tokens);
+      ASSERT_EQ(diff, -1) << c.variant << " budget " << budget << " prompt #" << pi
+                          << (c.sampled ? " sampled" : " greedy") << ": "
+                          << Describe(ref, got->tokens, diff);
       passes += got->stats.cycles;
       generated += static_cast<int64_t>(got->tokens.size());
     }
   }
   // Not an assertion on speed: a record that speculation actually happened.
-  RecordProperty("mean_accepted_tokens", std::to_string(double(generated) / std::max<int64_t>(1, passes)));
+  RecordProperty("mean_accepted_tokens",
+                 std::to_string(double(generated) / std::max<int64_t>(1, passes)));
 }
 
 std::vector<Case> AllCases() {
   std::vector<Case> cases;
   for (const char* m : {"tiny", "qwen2"}) {
-    for (SpecMethod method : {SpecMethod::kPld, SpecMethod::kTr, SpecMethod::kBalanced,
-                              SpecMethod::kSequoia, SpecMethod::kGoose}) {
-      for (bool sampled : {false, true}) cases.push_back({m, method, sampled});
+    for (const char* variant : kVariants) {
+      for (bool sampled : {false, true}) cases.push_back({m, variant, sampled});
     }
   }
+  // The sampler's top-k on, and a second thread count.
+  cases.push_back({"tiny", "goose", true, 40, 2});
   return cases;
 }
 
 INSTANTIATE_TEST_SUITE_P(AllMethods, LosslessTest, testing::ValuesIn(AllCases()), CaseName);
 
-// The paper preset of GOOSE and the balanced k=5 control are separate code paths.
-TEST(LosslessVariants, PaperGooseAndBalancedK5) {
+// The id the tokenizer gives a sentence-ending "." (not the byte-fallback token 0x2E).
+int32_t FullStop(const Model& model) {
+  const std::vector<int32_t> ids = model.tokenizer().Encode("He ran.", false);
+  return !ids.empty() && model.tokenizer().TokenToPiece(ids.back()) == "." ? ids.back() : -1;
+}
+
+// A frequent token (".") as an extra stop token: every variant stops exactly where plain
+// decoding stops, right after the first ".", and for the methods that draft several tokens per
+// pass the stop is found inside a multi-token accepted path (the walk must cut it there and
+// drop the rest of the path and the bonus).
+TEST(LosslessStops, StopTokenEndsGenerationLikePlainEvenInsideAnAcceptedPath) {
   const Model& model = TinyModel();
+  const int32_t dot = FullStop(model);
+  ASSERT_GE(dot, 0);
   const auto prompts = LosslessPrompts(model, 160);
-  ThreadPool pool(2);  // and a second thread count
-  Engine plain(model, 512, &pool), spec(model, 512, &pool);
-  for (bool sampled : {false, true}) {
-    for (size_t pi = 0; pi < prompts.size(); pi += kSanitized ? 4 : 1) {
-      GenerateParams base;
-      base.n_predict = kSanitized ? 24 : 64;
-      if (sampled) {
-        base.sampling.temp = 0.8f;
-        base.sampling.seed = 99;
-      }
-      auto ref = plain.Generate(prompts[pi], base);
-      ASSERT_TRUE(ref.ok());
-      for (int variant = 0; variant < 2; ++variant) {
+  ThreadPool pool(1);
+  int inside_path_total = 0;
+  for (const char* variant : kVariants) {
+    int inside_path_variant = 0;
+    for (bool sampled : {false, true}) {
+      SCOPED_TRACE(std::string(variant) + (sampled ? " sampled" : " greedy"));
+      Engine spec(model, 512, &pool);
+      int stopped_prompts = 0, inside_path = 0;
+      for (size_t pi = 0; pi < prompts.size(); pi += kSanitized ? 3 : 1) {
+        GenerateParams base = Params({"tiny", variant, sampled}, 96, /*ignore_eos=*/false);
+        base.stop_tokens = {dot};
+        const std::vector<int32_t>& ref = PlainIds(model, prompts[pi], base);
+        ASSERT_FALSE(ref.empty());
         GenerateParams p = base;
-        p.spec.method = variant == 0 ? SpecMethod::kGoose : SpecMethod::kBalanced;
-        p.spec.paper_preset = variant == 0;
-        p.spec.branch_k = 5;
+        ASSERT_TRUE(ParseSpecVariant(variant, &p.spec).ok());
+        AcceptResult last;
+        p.on_cycle = [&](const DraftTree&, const AcceptResult& acc) { last = acc; };
         auto got = spec.Generate(prompts[pi], p);
-        ASSERT_TRUE(got.ok());
-        ASSERT_EQ(FirstDifference(ref->tokens, got->tokens), -1)
-            << (variant == 0 ? "paper goose" : "balanced k=5") << " prompt #" << pi;
+        ASSERT_TRUE(got.ok()) << got.status().message();
+        const int diff = FirstDifference(ref, got->tokens);
+        ASSERT_EQ(diff, -1) << "prompt #" << pi << ": " << Describe(ref, got->tokens, diff);
+        if (ref.back() != dot) {
+          EXPECT_EQ(std::count(ref.begin(), ref.end(), dot), 0);  // ran to n_predict instead
+          continue;
+        }
+        ++stopped_prompts;
+        EXPECT_EQ(std::count(got->tokens.begin(), got->tokens.end(), dot), 1)
+            << "generation must end right after the first stop token";
+        EXPECT_LE(got->stats.stopped, 1);
+        // The stop was an accepted draft (no bonus) behind at least one other accepted token.
+        if (got->tokens.size() > 1 && last.stopped && last.bonus < 0 && last.path.size() >= 2) {
+          ++inside_path;
+        }
       }
+      EXPECT_GE(stopped_prompts, kSanitized ? 4 : 10);
+      inside_path_variant += inside_path;
     }
+    if (!kSanitized) {
+      EXPECT_GT(inside_path_variant, 0)
+          << variant << ": no stop token inside a multi-token accepted path";
+    }
+    inside_path_total += inside_path_variant;
   }
+  EXPECT_GT(inside_path_total, 0);
 }
 
 }  // namespace
