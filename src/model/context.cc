@@ -18,6 +18,11 @@ namespace goose {
 namespace {
 // Below this many multiply-adds attention runs on the calling thread.
 constexpr int64_t kMinParallelAttention = 1 << 17;
+// Prefix keys scored (and values accumulated) per step for all queries of a task: a tile of
+// K or V rows stays in L1 while every query of the block uses it.
+constexpr int kKeyTile = 64;
+// Query rows (queries x heads sharing a KV head) per attention task.
+constexpr int kRowsPerTask = 32;
 }  // namespace
 
 struct Context::Impl {
@@ -37,7 +42,9 @@ struct Context::Impl {
   std::vector<float> rope;    // [N, n_rot]: cos[n_rot/2] then sin[n_rot/2]
   std::vector<int32_t> parents, depth;  // [N]
   std::vector<int32_t> chain;           // [N] ForwardChain's parents
-  std::vector<float> scores;            // [n_threads, n_ctx]
+  int block = 1;                        // queries per attention task
+  size_t scores_per_thread = 0;         // block * group rows of n_ctx scores
+  std::vector<float> scores;            // [n_threads, scores_per_thread]
   std::vector<int32_t> ancestors;       // [n_threads, N]
   bool pending = false;                 // the last batch's KV entries are not yet committed
   bool pending_is_chain = false;
@@ -54,7 +61,10 @@ Context::Context(const Model& model, int n_ctx, ThreadPool* pool)
   impl_->k_cache.assign(kv, 0.0f);
   impl_->v_cache.assign(kv, 0.0f);
   const int n_threads = pool_ ? pool_->size() : 1;
-  impl_->scores.assign(static_cast<size_t>(n_threads) * n_ctx_, 0.0f);
+  const int group = c.n_head / c.n_head_kv;
+  impl_->block = std::max(1, kRowsPerTask / group);
+  impl_->scores_per_thread = static_cast<size_t>(impl_->block) * group * n_ctx_;
+  impl_->scores.assign(static_cast<size_t>(n_threads) * impl_->scores_per_thread, 0.0f);
 }
 
 Context::~Context() = default;
@@ -169,41 +179,77 @@ Status Context::Forward(std::span<const int32_t> tokens, std::span<const int32_t
       }
     }
 
-    // Attention: one task per (query, head); threads split tasks, never a reduction.
+    // Attention: one task per (KV head, block of queries); threads split tasks, never a
+    // reduction. A task scores the block's queries of every head sharing that KV head against
+    // one tile of prefix keys at a time (each key row is loaded once per tile, not once per
+    // query), then accumulates values tile by tile; per query the keys and values still go in
+    // increasing order through the same Dot / Softmax / Axpy operations.
     float* attn = s.xn.data();  // [N, q_dim]; xn is free until the next norm
-    const int n_tasks = n * c.n_head;
+    const int n_blocks = (n + s.block - 1) / s.block;
+    const int n_tasks = n_blocks * c.n_head_kv;
     auto attend = [&](int t0, int t1, int thread_idx) {
-      float* scores = s.scores.data() + static_cast<size_t>(thread_idx) * n_ctx_;
+      float* scores = s.scores.data() + static_cast<size_t>(thread_idx) * s.scores_per_thread;
       int32_t* anc = s.ancestors.data() + static_cast<size_t>(thread_idx) * s.capacity;
-      int anc_for = -1, n_anc = 0;
       for (int task = t0; task < t1; ++task) {
-        const int i = task / c.n_head, h = task % c.n_head;
-        if (anc_for != i) {  // i's ancestors and i itself, in increasing batch order
-          n_anc = s.depth[i] + 1;
-          for (int j = i, k = n_anc - 1; j >= 0; j = s.parents[j], --k) anc[k] = j;
-          anc_for = i;
-        }
-        const float* qv = s.q.data() + static_cast<size_t>(i) * s.q_dim + h * hd;
-        const size_t kv_off = static_cast<size_t>(h / group) * hd;
-        // Committed keys [0, n_past) in one run, then the ancestors in increasing order.
+        const int g = task % c.n_head_kv;
+        const int i0 = (task / c.n_head_kv) * s.block, i1 = std::min(n, i0 + s.block);
+        const size_t kv_off = static_cast<size_t>(g) * hd;
         const float* k_head = k_layer + kv_off;
         const float* v_head = v_layer + kv_off;
-        DotBatch(qv, k_head, s.kv_dim, n_past_, hd, kq_scale, scores);
-        for (int a = 0; a < n_anc; ++a) {
-          const size_t slot = static_cast<size_t>(n_past_ + anc[a]);
-          scores[n_past_ + a] = Dot(qv, k_head + slot * s.kv_dim, hd) * kq_scale;
+        // Row m of `scores` (n_ctx wide) belongs to query (i0 + m / group, head g * group + m % group).
+        auto row = [&](int m) { return scores + static_cast<size_t>(m) * n_ctx_; };
+        auto query = [&](int m) {
+          return s.q.data() + static_cast<size_t>(i0 + m / group) * s.q_dim +
+                 (g * group + m % group) * hd;
+        };
+        auto output = [&](int m) {
+          return attn + static_cast<size_t>(i0 + m / group) * s.q_dim + (g * group + m % group) * hd;
+        };
+        const int rows = (i1 - i0) * group;
+        for (int j0 = 0; j0 < n_past_; j0 += kKeyTile) {
+          const int nk = std::min(kKeyTile, n_past_ - j0);
+          for (int m = 0; m < rows; ++m) {
+            DotBatch(query(m), k_head + static_cast<size_t>(j0) * s.kv_dim, s.kv_dim, nk, hd,
+                     kq_scale, row(m) + j0);
+          }
         }
-        Softmax(scores, n_past_ + n_anc);
-        float* out = attn + static_cast<size_t>(i) * s.q_dim + h * hd;
-        std::fill(out, out + hd, 0.0f);
-        AxpyRows(scores, v_head, s.kv_dim, n_past_, hd, out);
-        for (int a = 0; a < n_anc; ++a) {
-          const size_t slot = static_cast<size_t>(n_past_ + anc[a]);
-          Axpy(scores[n_past_ + a], v_head + slot * s.kv_dim, out, hd);
+        for (int i = i0; i < i1; ++i) {  // i's ancestors and i itself, in increasing batch order
+          const int n_anc = s.depth[i] + 1;
+          for (int j = i, k = n_anc - 1; j >= 0; j = s.parents[j], --k) anc[k] = j;
+          for (int m = (i - i0) * group; m < (i - i0 + 1) * group; ++m) {
+            float* sc = row(m);
+            const float* qv = query(m);
+            for (int a = 0; a < n_anc; ++a) {
+              const size_t slot = static_cast<size_t>(n_past_ + anc[a]);
+              sc[n_past_ + a] = Dot(qv, k_head + slot * s.kv_dim, hd) * kq_scale;
+            }
+            Softmax(sc, n_past_ + n_anc);
+            float* out = output(m);
+            std::fill(out, out + hd, 0.0f);
+          }
+        }
+        for (int j0 = 0; j0 < n_past_; j0 += kKeyTile) {
+          const int nk = std::min(kKeyTile, n_past_ - j0);
+          for (int m = 0; m < rows; ++m) {
+            AxpyRows(row(m) + j0, v_head + static_cast<size_t>(j0) * s.kv_dim, s.kv_dim, nk, hd,
+                     output(m));
+          }
+        }
+        for (int i = i0; i < i1; ++i) {
+          const int n_anc = s.depth[i] + 1;
+          for (int j = i, k = n_anc - 1; j >= 0; j = s.parents[j], --k) anc[k] = j;
+          for (int m = (i - i0) * group; m < (i - i0 + 1) * group; ++m) {
+            const float* sc = row(m);
+            float* out = output(m);
+            for (int a = 0; a < n_anc; ++a) {
+              const size_t slot = static_cast<size_t>(n_past_ + anc[a]);
+              Axpy(sc[n_past_ + a], v_head + slot * s.kv_dim, out, hd);
+            }
+          }
         }
       }
     };
-    const int64_t attn_work = static_cast<int64_t>(n_tasks) * (n_past_ + 1) * hd;
+    const int64_t attn_work = static_cast<int64_t>(n) * c.n_head * (n_past_ + 1) * hd;
     if (pool_ == nullptr || pool_->size() == 1 || attn_work < kMinParallelAttention) {
       attend(0, n_tasks, 0);
     } else {
