@@ -197,7 +197,7 @@ Runner AddBenchCommand(CLI::App& app) {
   app.add_option("--seed", f->seed, "sampling seed");
   app.add_option("--out", f->out, "output folder");
   app.add_option("--cost-model", f->cost_model, "GGUF whose verify cost gives the projection");
-  app.add_option("-t,--threads", f->threads, "threads (0 = all cores; at most 64, the pool's limit)")
+  app.add_option("-t,--threads", f->threads, "threads, at most 64 (0 = all cores)")
       ->check(CLI::Range(0, 64));
   app.add_flag("--quiet", f->quiet, "no progress bar or table on the terminal");
   app.add_flag("--stop-at-eos", f->stop_at_eos, "stop at end-of-sequence (default: exactly --max-tokens)");

@@ -187,7 +187,7 @@ Runner AddGenerateCommand(CLI::App& app) {
   app.add_option("-n,--n-predict", f->n_predict, "tokens to generate")->check(CLI::Range(0, 1 << 24));
   app.add_option("-c,--ctx-size", f->n_ctx, "context length (0 = min(model, 4096))")
       ->check(CLI::Range(0, 1 << 20));
-  app.add_option("-t,--threads", f->threads, "threads (0 = all cores; at most 64, the pool's limit)")
+  app.add_option("-t,--threads", f->threads, "threads, at most 64 (0 = all cores)")
       ->check(CLI::Range(0, 64));
   app.add_option("--temp", f->temp, "temperature (0 = greedy)")->check(CLI::Range(0.0, 100.0));
   app.add_option("--top-k", f->top_k, "top-k (0 = off)")->check(CLI::Range(0, 1 << 24));

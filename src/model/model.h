@@ -6,7 +6,8 @@
 //   every tensor's name, shape and dtype, and builds the tokenizer. Any problem is a Status naming
 //   the file and key/tensor. A tensor the forward pass would not use (rope_freqs.weight, an
 //   attn_output or FFN bias, ...) is an error too: ignoring it would silently change the logits.
-//   Q/K/V biases load for qwen2 and, when the file has them, for llama. A Model is immutable after Load and may be shared by many Contexts.
+//   Q/K/V biases load for qwen2 and, when the file has them, for llama. A Model is immutable
+//   after Load and may be shared by many Contexts.
 // - Context::Forward(tokens, parents) evaluates N new tokens at once. parents[i] is -1 (a root:
 //   a child of the committed prefix) or an index j < i in the same batch. Token i sits at
 //   position n_past() + depth(i) and attends to the committed KV entries [0, n_past()) plus

@@ -257,6 +257,7 @@ TEST(Cli, BadInputGivesOneLineErrorAndNonZeroExit) {
   std::string long_prompt;
   for (int i = 0; i < 40; ++i) long_prompt += "Once upon a time ";
   const std::string m = " -m " + Model();
+  const std::string commands = "generate, tokenize, synth, bench, bench-verify";
   struct BadCase {
     const char* name;
     std::string args;
@@ -266,7 +267,8 @@ TEST(Cli, BadInputGivesOneLineErrorAndNonZeroExit) {
       {"unknown flag", "generate --frobnicate", "not expected: --frobnicate"},
       {"non-numeric temp", "generate --temp abc", "--temp: Value abc"},
       {"negative n", "generate -n -5", "--n-predict: Value -5 not in range"},
-      {"threads above the pool's limit", "generate -t 65", "--threads: Value 65 not in range 0 to 64"},
+      {"threads above the pool's limit", "generate -t 65",
+       "--threads: Value 65 not in range 0 to 64"},
       {"unknown spec", "generate" + m + " --spec nope", "--spec: unknown method 'nope'"},
       {"unknown preset", "generate" + m + " --spec goose --goose-preset x",
        "unknown --goose-preset 'x'"},
@@ -283,9 +285,10 @@ TEST(Cli, BadInputGivesOneLineErrorAndNonZeroExit) {
        "cannot read prompt file '/nonexistent/prompt.txt'"},
       {"prompt file is a directory", "generate" + m + " -f " + dir,
        "prompt file '" + dir + "' is a directory"},
-      {"prompt and prompt file", "generate" + m + " -p hi -f " + garbage, "with -p or -f, not both"},
-      {"no command", "", "no command given (generate, tokenize, synth, bench, bench-verify)"},
-      {"unknown command", "frob", "unknown command 'frob' (generate, tokenize, synth, bench, bench-verify)"},
+      {"prompt and prompt file", "generate" + m + " -p hi -f " + garbage,
+       "with -p or -f, not both"},
+      {"no command", "", "no command given (" + commands + ")"},
+      {"unknown command", "frob", "unknown command 'frob' (" + commands + ")"},
       {"unknown dtype", "synth --hidden 8 --layers 1 --heads 1 --ffn 8 --dtype q9 -o /tmp/x.gguf",
        "unknown --dtype 'q9'"},
       {"synth without -o", "synth --hidden 8", "--output is required"},
@@ -329,8 +332,8 @@ TEST(Cli, HugeContextIsAMemoryError) {
 TEST(Cli, OutOfMemoryIsOneLineNotAnAbort) {
   if (kSanitized) GTEST_SKIP() << "sanitizers need more address space than the limit allows";
   // -c 2^20 on the tiny model: 1.25 GiB of KV cache, under a 1 GiB address-space limit.
-  const RunResult r = Goose("generate -m " + Model() + " -c 1048576 -p hi -n 1", GooseBinary(),
-                            "ulimit -v 1048576; ");
+  const RunResult r = Goose("generate -m " + Model() + " -c 1048576 -p hi -n 1 -t 1",
+                            GooseBinary(), "ulimit -v 1048576; ");
   ExpectOneLineError(r, "bad_alloc backstop", "out of memory");
 }
 
