@@ -87,6 +87,38 @@ int BestBudget(const std::vector<double>& expected, const std::vector<double>& c
   return best;
 }
 
+int BestBudgetForTreeSizes(const std::vector<double>& expected, const std::vector<double>& cost,
+                           const std::vector<std::vector<int64_t>>& sizes) {
+  const int n_max = static_cast<int>(std::min(expected.size(), cost.size())) - 1;
+  // count[n] = cycles at budgets >= B whose tree had n nodes, accumulated as B falls.
+  std::vector<int64_t> count(n_max + 1, 0);
+  std::vector<double> rate(n_max + 1, 0);
+  for (int b = n_max; b >= 1; --b) {
+    if (b < static_cast<int>(sizes.size())) {
+      for (size_t n = 1; n < sizes[b].size(); ++n) count[std::min<int>(n, n_max)] += sizes[b][n];
+    }
+    double tokens = 0, seconds = 0;
+    int64_t cycles = 0;
+    for (int n = 1; n <= n_max; ++n) {
+      if (count[n] == 0) continue;
+      const int built = std::min(b, n);
+      tokens += count[n] * expected[built];
+      seconds += count[n] * cost[built];
+      cycles += count[n];
+    }
+    if (cycles == 0) {
+      tokens = expected[b];
+      seconds = cost[b];
+    }
+    rate[b] = seconds > 0 ? tokens / seconds : -1;
+  }
+  int best = 1;
+  for (int b = 2; b <= n_max; ++b) {
+    if (rate[b] > rate[best] * (1 + 1e-12)) best = b;
+  }
+  return best;
+}
+
 AcceptanceModel EstimateAcceptance(const SpecStats& s, int64_t min_reached) {
   AcceptanceModel m;
   // Shrink towards 0 by two pseudo-misses: a rank seen once and accepted is not a certainty.
@@ -133,6 +165,7 @@ BudgetChooser::BudgetChooser(const std::vector<CostSample>& cost, BudgetChooserO
     : cost_(ExpandCostCurve(cost)), opt_(opt) {
   if (cost_.empty()) cost_ = {0.0, 1.0};  // no curve: only plain decoding is known to be safe
   chosen_.assign(cost_.size(), 0);
+  sizes_.assign(cost_.size(), std::vector<int64_t>(cost_.size(), 0));
   probe_budget_ = std::min(2, max_budget());
   for (int b = 2; b <= max_budget(); ++b) {
     if (cost_[b] <= opt_.probe_cost * cost_[1]) probe_budget_ = b;
@@ -141,9 +174,21 @@ BudgetChooser::BudgetChooser(const std::vector<CostSample>& cost, BudgetChooserO
 }
 
 int BudgetChooser::operator()(const SpecStats& history) {
+  ObserveLastTree(history);
   const int b = std::clamp(Choose(history), 1, max_budget());
   ++chosen_[b];
+  last_budget_ = b;
   return b;
+}
+
+void BudgetChooser::ObserveLastTree(const SpecStats& history) {
+  // One cycle since the last call (the history may also be shared or reset: then skip).
+  if (last_budget_ > 1 && history.cycles == last_cycles_ + 1) {
+    const int64_t nodes = history.tree_nodes_total - last_tree_nodes_;
+    if (nodes >= 1) ++sizes_[last_budget_][std::min<int64_t>(nodes, max_budget())];
+  }
+  last_cycles_ = history.cycles;
+  last_tree_nodes_ = history.tree_nodes_total;
 }
 
 int BudgetChooser::Choose(const SpecStats& history) {
@@ -153,7 +198,8 @@ int BudgetChooser::Choose(const SpecStats& history) {
   // The estimate moves only when something new was drafted (plain steps draft nothing), so it
   // is recomputed only then: at budget 1 the chooser must cost next to nothing.
   if (drafted != estimated_at_drafted_) {
-    best_ = BestBudget(ExpectedTokens(EstimateAcceptance(history), max_budget()), cost_);
+    best_ = BestBudgetForTreeSizes(ExpectedTokens(EstimateAcceptance(history), max_budget()),
+                                   cost_, sizes_);
     estimated_at_drafted_ = drafted;
   }
   const int best = best_;

@@ -12,6 +12,11 @@
 //   which for q <= 1 and rank_p non-increasing is exactly the best B-node subtree.
 // - EstimateAcceptance() reads rank_p from the per-rank counts and depth_factor from the
 //   per-depth counts of SpecStats (all sources pooled), shrunk towards 0 on little data.
+// - Trees can come out smaller than their budget (PLD's chain is at most 11 nodes, TR's template
+//   81, a builder may run out of candidates), and a pass costs what its tree has, not what the
+//   budget allowed. BudgetChooser reads from the statistics how large each cycle's tree came out
+//   and charges budget B what it would have built in the cycles that tell: those run at a
+//   budget >= B, whose tree of n nodes means min(B, n) nodes at B (BestBudgetForTreeSizes).
 // - BudgetChooser never lets speculation lose to plain decoding: when no B > 1 beats
 //   1 / c(1) it returns 1, probing with a cheap budget (the largest B with
 //   c(B) <= probe_cost * c(1), at least 2) after probe_every calls, the interval doubling after
@@ -47,6 +52,13 @@ std::vector<double> ExpectedTokens(const AcceptanceModel& m, int max_budget);
 // argmax_B expected[B] / cost[B] over 1..min(sizes)-1; ties go to the smaller B.
 int BestBudget(const std::vector<double>& expected, const std::vector<double>& cost);
 
+// The same when trees may stop short of their budget: sizes[b][n] counts the cycles run at budget
+// b whose tree had n nodes. Budget B is judged on the cycles run at budgets b >= B, where it
+// would have built min(B, n) nodes: rate(B) = sum E[min(B, n)] / sum c(min(B, n)) over them
+// (cycles at b < B say nothing about B). A budget no cycle tells about gets E[B] / c(B).
+int BestBudgetForTreeSizes(const std::vector<double>& expected, const std::vector<double>& cost,
+                           const std::vector<std::vector<int64_t>>& sizes);
+
 // min_reached: depths with fewer reached nodes reuse the previous depth's factor.
 AcceptanceModel EstimateAcceptance(const SpecStats& s, int64_t min_reached = 16);
 
@@ -65,9 +77,14 @@ class BudgetChooser {
   int probe_budget() const { return probe_budget_; }
   // Histogram of the budgets returned so far (index = budget).
   const std::vector<int64_t>& chosen() const { return chosen_; }
+  // tree_sizes()[b][n]: cycles run at budget b whose tree had n nodes (n clamped to the largest
+  // budget).
+  const std::vector<std::vector<int64_t>>& tree_sizes() const { return sizes_; }
 
  private:
   int Choose(const SpecStats& history);
+  // Attributes the tree size of the cycle that ran since the last call to the budget returned.
+  void ObserveLastTree(const SpecStats& history);
   std::vector<double> cost_;
   BudgetChooserOptions opt_;
   int probe_budget_ = 1;
@@ -76,6 +93,9 @@ class BudgetChooser {
   int64_t estimated_at_drafted_ = -1;  // drafted-node total when best_ was computed
   int best_ = 1;
   std::vector<int64_t> chosen_;
+  std::vector<std::vector<int64_t>> sizes_;  // [max_budget + 1][max_budget + 1]
+  int last_budget_ = 0;            // returned by the last call (0 = none yet)
+  int64_t last_cycles_ = -1, last_tree_nodes_ = 0;
 };
 
 }  // namespace goose

@@ -60,6 +60,12 @@ nlohmann::json SpecStatsJson(const SpecStats& s, int64_t n_generated) {
   j["spine_continuation_cycles"] = s.spine_continuation_cycles;
   j["spine_continuation_tokens"] = s.spine_continuation_tokens;
   j["bonus_tokens"] = s.bonus;
+  json sizes = json::object();  // scored tree size -> passes
+  for (int n = 1; n <= SpecStats::kMaxTreeNodes; ++n) {
+    if (s.tree_nodes[n]) sizes[std::to_string(n)] = s.tree_nodes[n];
+  }
+  j["tree_nodes"] = sizes;
+  j["mean_tree_nodes"] = s.MeanTreeNodes();
   return j;
 }
 

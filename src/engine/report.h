@@ -8,7 +8,8 @@
 namespace goose {
 
 // Speculation statistics: forward passes, MAT, per-source drafted/reached/accepted, per-depth
-// and per-rank acceptance, routes, spine continuations.
+// and per-rank acceptance, routes, spine continuations, scored tree sizes ("tree_nodes": size ->
+// passes).
 nlohmann::json SpecStatsJson(const SpecStats& s, int64_t n_generated);
 
 // {"mean_accepted_tokens", "forward_passes", "tokens_per_second", "prompt_tokens_per_second",

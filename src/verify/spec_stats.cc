@@ -41,6 +41,8 @@ void AccumulateStats(const DraftTree& tree, const AcceptResult& result, SpecStat
   stats->committed += static_cast<int64_t>(result.tokens.size());
   if (result.bonus >= 0) ++stats->bonus;
   if (result.stopped) ++stats->stopped;
+  ++stats->tree_nodes[std::min(n, SpecStats::kMaxTreeNodes)];
+  stats->tree_nodes_total += n;
 
   std::vector<uint8_t> on_path(n, 0);
   on_path[0] = 1;
@@ -85,6 +87,8 @@ void SpecStats::Merge(const SpecStats& o) {
   committed += o.committed;
   bonus += o.bonus;
   stopped += o.stopped;
+  add(tree_nodes, o.tree_nodes, kMaxTreeNodes + 1);
+  tree_nodes_total += o.tree_nodes_total;
   add(drafted, o.drafted, kNumSources);
   add(reached, o.reached, kNumSources);
   add(accepted, o.accepted, kNumSources);
@@ -100,6 +104,10 @@ void SpecStats::Merge(const SpecStats& o) {
 
 double SpecStats::TokensPerCycle() const {
   return cycles > 0 ? static_cast<double>(committed) / static_cast<double>(cycles) : 0.0;
+}
+
+double SpecStats::MeanTreeNodes() const {
+  return cycles > 0 ? static_cast<double>(tree_nodes_total) / static_cast<double>(cycles) : 0.0;
 }
 
 std::string SpecStats::Summary() const {

@@ -7,6 +7,8 @@
 // - "Reached" = the node's parent is on the accepted path (the root counts as accepted), so
 //   accepted[s] / reached[s] is the per-reached-node acceptance rate of source s.
 // - Per-depth buckets clamp at kMaxDepth, per-rank buckets at kMaxRank - 1 (last = "or more").
+// - tree_nodes[n]: passes that scored a tree of n nodes (root included; clamped at
+//   kMaxTreeNodes), so a cost model can charge every pass the size it actually had.
 // - Branch per-rank acceptance p_t(k) of §8.6 = accepted_rank[kBranch][k] /
 //   branch_parents_reached (path nodes, root included, with at least one branch child).
 // - Chain-route / PLD nodes are tagged kChain and so never mix into the spine/branch rates.
@@ -33,12 +35,15 @@ Route InferRoute(const DraftTree& tree);
 struct SpecStats {
   static constexpr int kMaxDepth = 128;
   static constexpr int kMaxRank = 16;
+  static constexpr int kMaxTreeNodes = 128;
 
   int64_t cycles = 0;
   int64_t route_cycles[kNumRoutes] = {};
   int64_t committed = 0;  // accepted + bonus tokens
   int64_t bonus = 0;
   int64_t stopped = 0;  // cycles that committed a stop token
+  int64_t tree_nodes[kMaxTreeNodes + 1] = {};  // passes by scored tree size (see above)
+  int64_t tree_nodes_total = 0;                // sum of scored tree sizes
 
   // Indexed by NodeSource; the root is never counted as drafted.
   int64_t drafted[kNumSources] = {};
@@ -58,6 +63,8 @@ struct SpecStats {
   void Merge(const SpecStats& other);
   // committed / cycles (0 when no cycle).
   double TokensPerCycle() const;
+  // tree_nodes_total / cycles (0 when no cycle).
+  double MeanTreeNodes() const;
   // One-line human summary for logs.
   std::string Summary() const;
 };

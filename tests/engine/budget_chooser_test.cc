@@ -85,6 +85,61 @@ TEST(BestBudget, NothingAcceptedMeansPlain) {
   EXPECT_EQ(BestBudget(ExpectedTokens(m, 128), ExpandCostCurve(flat)), 1);
 }
 
+TEST(BestBudgetForTreeSizes, ChargesTheTreeThatIsBuiltNotTheBudget) {
+  // Synthetic curve c(B) = 1 + B / 16 and a long accepted chain: nominally the biggest budget
+  // pays (E grows by 0.99 a node, c by 1/16).
+  std::vector<CostSample> samples;
+  for (int b = 1; b <= 64; ++b) samples.push_back({b, 1.0 + b / 16.0});
+  const std::vector<double> cost = ExpandCostCurve(samples);
+  AcceptanceModel m;
+  m.rank_p = {0.999};
+  const std::vector<double> e = ExpectedTokens(m, 64);
+  EXPECT_EQ(BestBudget(e, cost), 64);
+  std::vector<std::vector<int64_t>> sizes(65, std::vector<int64_t>(65, 0));
+  EXPECT_EQ(BestBudgetForTreeSizes(e, cost, sizes), 64);  // nothing observed: nominal
+  sizes[64][64] = 10;  // trees filled their budget
+  EXPECT_EQ(BestBudgetForTreeSizes(e, cost, sizes), 64);
+  // Trees at budget 64 stopped at 11 nodes (PLD's chain): every budget >= 11 builds and costs
+  // 11 nodes, and the smallest of the equal rates wins.
+  sizes[64][64] = 0;
+  sizes[64][11] = 20;
+  sizes[5][5] = 3;  // cheap probes that filled their budget say nothing about larger ones
+  EXPECT_EQ(BestBudgetForTreeSizes(e, cost, sizes), 11);
+  // Half the cycles at 64 had room for all 64 nodes: the pooled rate
+  // (E[11] + E[64]) / (c(11) + c(64)) beats E[11] / c(11) here.
+  sizes[64][64] = 20;
+  EXPECT_GT((e[11] + e[64]) / (cost[11] + cost[64]), e[11] / cost[11]);
+  EXPECT_EQ(BestBudgetForTreeSizes(e, cost, sizes), 64);
+}
+
+TEST(BudgetChooser, LearnsThatTreesStopShortOfTheBudget) {
+  std::vector<CostSample> samples;
+  for (int b = 1; b <= 64; ++b) samples.push_back({b, 1.0 + b / 16.0});
+  BudgetChooser choose(samples);
+  // A chain source accepted almost always whose trees never exceed 11 nodes.
+  SpecStats h;
+  const int ch = static_cast<int>(NodeSource::kChain);
+  int last = 0;
+  for (int cycle = 0; cycle < 40; ++cycle) {
+    last = choose(h);
+    const int nodes = std::min(last, 11);
+    h.cycles += 1;
+    h.tree_nodes[nodes] += 1;
+    h.tree_nodes_total += nodes;
+    for (int d = 1; d < nodes; ++d) {
+      h.drafted[ch] += 1;
+      h.reached[ch] += 1;
+      h.accepted[ch] += 1;
+      h.reached_rank[ch][0] += 1;
+      h.accepted_rank[ch][0] += 1;
+      h.reached_depth[ch][d] += 1;
+      h.accepted_depth[ch][d] += 1;
+    }
+  }
+  EXPECT_EQ(last, 11);
+  EXPECT_GT(choose.tree_sizes()[11][11], 0);
+}
+
 TEST(EstimateAcceptance, ReadsPerRankAndPerDepthCounts) {
   SpecStats s;
   const int br = static_cast<int>(NodeSource::kBranch);

@@ -109,10 +109,14 @@ TEST(WalkTreeTest, SpineFailsAtDepthTwoAndABranchContinues) {
   EXPECT_EQ(st.branch_parents_reached, 3);  // root, node 1, node 6
   EXPECT_EQ(st.spine_continuation_cycles, 1);
   EXPECT_EQ(st.spine_continuation_tokens, 2);
+  EXPECT_EQ(st.tree_nodes[9], 1);  // root + 3 spine + 5 branch nodes
+  EXPECT_EQ(st.tree_nodes_total, 9);
 
   SpecStats total;
   total.Merge(st);
   total.Merge(st);
+  EXPECT_EQ(total.tree_nodes[9], 2);
+  EXPECT_DOUBLE_EQ(total.MeanTreeNodes(), 9.0);
   EXPECT_EQ(total.accepted[br], 4);
   EXPECT_EQ(total.accepted_rank[br][0], 4);
   EXPECT_DOUBLE_EQ(total.TokensPerCycle(), 4.0);
