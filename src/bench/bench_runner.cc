@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <set>
@@ -28,6 +29,7 @@ struct Cell {
   double decode_seconds = 0;
   SpecStats stats;
   std::vector<int64_t> chosen;  // auto: budgets used (index = budget)
+  std::vector<double> prompt_tps;  // tokens/s of each prompt, in run order
 
   void Merge(const Cell& o) {
     prompts += o.prompts;
@@ -39,6 +41,7 @@ struct Cell {
     stats.Merge(o.stats);
     if (chosen.size() < o.chosen.size()) chosen.resize(o.chosen.size());
     for (size_t i = 0; i < o.chosen.size(); ++i) chosen[i] += o.chosen[i];
+    prompt_tps.insert(prompt_tps.end(), o.prompt_tps.begin(), o.prompt_tps.end());
   }
   double Tps() const { return decode_seconds > 0 ? decode_tokens / decode_seconds : 0.0; }
   double Mat() const { return MeanAcceptedTokens(generated, stats.cycles); }
@@ -89,23 +92,17 @@ json CurveJson(const std::vector<VerifyCostPoint>& curve) {
   return arr;
 }
 
-// c(B)/c(1) of the configured budget under `cost` (expanded curve); auto weighs the budgets
-// the chooser used. 0 when unknown.
-double RelativeCost(const BenchConfig& c, const Cell& cell, const std::vector<double>& cost) {
-  if (cost.size() < 2) return 0;
-  const int max_b = static_cast<int>(cost.size()) - 1;
-  auto rel = [&](int b) { return cost[std::clamp(b, 1, max_b)] / cost[1]; };
-  if (c.budget != kAutoBudget) {
-    return rel(c.method == SpecMethod::kNone ? 1 : (c.budget > 0 ? c.budget
-                                                                 : DefaultBudget(c.method)));
+// Median, min and max of this cell's per-prompt speedups over the baseline's same prompts.
+json SpeedupSpread(const Cell& cell, const Cell& base) {
+  std::vector<double> sp;
+  for (size_t i = 0; i < cell.prompt_tps.size() && i < base.prompt_tps.size(); ++i) {
+    if (base.prompt_tps[i] > 0) sp.push_back(cell.prompt_tps[i] / base.prompt_tps[i]);
   }
-  double sum = 0;
-  int64_t n = 0;
-  for (size_t b = 1; b < cell.chosen.size(); ++b) {
-    sum += cell.chosen[b] * rel(static_cast<int>(b));
-    n += cell.chosen[b];
-  }
-  return n > 0 ? sum / n : 0;
+  if (sp.empty()) return nullptr;
+  std::sort(sp.begin(), sp.end());
+  const size_t n = sp.size();
+  const double median = n % 2 ? sp[n / 2] : 0.5 * (sp[n / 2 - 1] + sp[n / 2]);
+  return {{"median", median}, {"min", sp.front()}, {"max", sp.back()}};
 }
 
 json CellJson(const BenchConfig& c, const Cell& cell, const Cell& base,
@@ -122,16 +119,11 @@ json CellJson(const BenchConfig& c, const Cell& cell, const Cell& base,
   j["tokens_per_second"] = cell.Tps();
   j["mean_accepted_tokens"] = cell.Mat();
   j["speedup"] = base.Tps() > 0 ? cell.Tps() / base.Tps() : 0.0;
+  j["speedup_per_prompt"] = SpeedupSpread(cell, base);
   j["mismatching_prompts"] = cell.mismatches;
-  j["mean_tree_nodes"] =
-      cell.stats.cycles > 0
-          ? static_cast<double>(cell.stats.cycles + cell.stats.drafted[1] + cell.stats.drafted[2] +
-                                cell.stats.drafted[3]) /
-                cell.stats.cycles
-          : 0.0;
-  const double rel_model = RelativeCost(c, cell, model_cost);
-  j["relative_cost_model_under_test"] = rel_model;
-  const double rel = RelativeCost(c, cell, proj_cost);
+  j["mean_tree_nodes"] = cell.stats.MeanTreeNodes();
+  j["relative_cost_model_under_test"] = MeanRelativeCost(cell.stats, model_cost);
+  const double rel = MeanRelativeCost(cell.stats, proj_cost);
   j["relative_cost_cost_model"] = proj_cost.empty() ? json(nullptr) : json(rel);
   j["projected_speedup"] = (proj_cost.empty() || rel <= 0 || base.Mat() <= 0)
                                ? json(nullptr)
@@ -146,6 +138,16 @@ json CellJson(const BenchConfig& c, const Cell& cell, const Cell& base,
 }
 
 }  // namespace
+
+double MeanRelativeCost(const SpecStats& s, const std::vector<double>& cost) {
+  if (cost.size() < 2 || !(cost[1] > 0) || s.cycles <= 0) return 0;
+  const int max_n = static_cast<int>(cost.size()) - 1;
+  double sum = 0;
+  for (int n = 1; n <= SpecStats::kMaxTreeNodes; ++n) {
+    if (s.tree_nodes[n]) sum += s.tree_nodes[n] * cost[std::min(n, max_n)];
+  }
+  return sum / cost[1] / static_cast<double>(s.cycles);
+}
 
 std::string BenchConfig::BudgetLabel() const {
   if (budget == kAutoBudget) return "auto";
@@ -266,6 +268,8 @@ StatusOr<json> RunBench(const Model& model, ThreadPool* pool, const std::vector<
     }
   }
 
+  const char* inject_env = std::getenv("GOOSE_BENCH_INJECT_MISMATCH");
+  const std::string inject = inject_env ? inject_env : "";
   std::vector<std::vector<Cell>> cells(sets.size(), std::vector<Cell>(n_cfg));
   json mismatches = json::array();
   std::set<std::string> mismatching_prompts;
@@ -284,12 +288,20 @@ StatusOr<json> RunBench(const Model& model, ThreadPool* pool, const std::vector<
                                "): " + r.status().message());
         }
         outputs[c] = std::move(r->tokens);
-        if (hook) hook(c, sets[s].prompts[i], &outputs[c]);
+        if (hook) {
+          hook(c, sets[s].prompts[i], &outputs[c]);
+        } else if (inject == configs[c].Label() && !outputs[c].empty()) {
+          outputs[c].back() ^= 1;
+        }
         Cell& cell = cells[s][c];
         ++cell.prompts;
         cell.generated += static_cast<int64_t>(outputs[c].size());
         cell.decode_tokens += std::max<int64_t>(0, static_cast<int64_t>(outputs[c].size()) - 1);
         cell.decode_seconds += r->decode_seconds;
+        cell.prompt_tps.push_back(
+            r->decode_seconds > 0
+                ? std::max<double>(0, static_cast<double>(outputs[c].size()) - 1) / r->decode_seconds
+                : 0.0);
         cell.stats.Merge(r->stats);
         if (choosers[c]) {
           const auto& after = choosers[c]->chosen();

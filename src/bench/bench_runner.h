@@ -12,9 +12,14 @@
 //   is the check. Mismatches are counted per cell and in total.
 // - Timing: tokens/s = (generated - 1) / decode seconds (the first token comes from prefill);
 //   speedup = tokens/s of the config / tokens/s of none over the same prompts.
-// - Projection: with a cost-model curve c, projected speedup = (MAT / (c(B)/c(1))) / MAT_none,
-//   B = the configured budget (auto: the chosen budgets, weighted by use). It combines this
-//   model's acceptance with the other model's verify cost; it is not a measurement.
+// - Projection: with a cost-model curve c, projected speedup = (MAT / r) / MAT_none, where
+//   r = MeanRelativeCost = the mean of c(n_i)/c(1) over the passes actually made, n_i the node
+//   count of the tree pass i scored (PLD's chains average a few nodes, not its budget of 11). It
+//   combines this model's acceptance with the other model's verify cost; not a measurement.
+// - Per-prompt speedup spread: "speedup_per_prompt" {median, min, max} of the tokens/s ratios
+//   against none on each prompt, next to the aggregate "speedup".
+// - Fault injection for tests of the CLI's exit code: with GOOSE_BENCH_INJECT_MISMATCH set to a
+//   config label (e.g. "tr") and no ResultHook, one generated id of that config is flipped.
 // - Prompts longer than context - max_tokens - 1 are cut to their head (counted in the output).
 #pragma once
 
@@ -48,6 +53,10 @@ std::vector<BenchConfig> MakeConfigs(const std::vector<SpecMethod>& methods,
 // The same from variant names (engine.h ParseSpecVariant: "goose+paper", "balanced+k5", ...).
 StatusOr<std::vector<BenchConfig>> MakeVariantConfigs(const std::vector<std::string>& variants,
                                                       const std::vector<int>& budgets);
+
+// Mean c(n)/c(1) over the passes counted in s.tree_nodes, under the expanded curve `cost`
+// (cost[n] for n = 1..max; larger trees are charged c(max)). 0 when unknown.
+double MeanRelativeCost(const SpecStats& s, const std::vector<double>& cost);
 
 // Index of the first differing token (or the shorter length if one is a prefix of the other);
 // -1 when equal.

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "bench/bench_report.h"
+#include "bench/cost_cache.h"
 #include "bench_test_util.h"
 #include "model/model.h"
 
@@ -20,6 +21,21 @@ TEST(MakeConfigs, NoneFirstAndBudgetFreeMethodsOnce) {
   std::vector<std::string> labels;
   for (const auto& x : c) labels.push_back(x.Label());
   EXPECT_EQ(labels, (std::vector<std::string>{"none", "pld", "goose@16", "goose@auto", "tr"}));
+}
+
+TEST(MeanRelativeCost, ChargesEveryPassItsTreeSize) {
+  // Synthetic curve c(n) = 1 + (n - 1) / 10 for n = 1..20.
+  std::vector<CostSample> samples;
+  for (int n = 1; n <= 20; ++n) samples.push_back({n, 1.0 + (n - 1) / 10.0});
+  const std::vector<double> cost = ExpandCostCurve(samples);
+  SpecStats s;
+  s.cycles = 4;
+  s.tree_nodes[1] = 2;   // two plain steps: c(1)/c(1) = 1
+  s.tree_nodes[11] = 1;  // c(11)/c(1) = 2
+  s.tree_nodes[30] = 1;  // past the curve: charged c(20) = 2.9
+  EXPECT_NEAR(MeanRelativeCost(s, cost), (1 + 1 + 2 + 2.9) / 4, 1e-12);
+  EXPECT_EQ(MeanRelativeCost(SpecStats{}, cost), 0.0);
+  EXPECT_EQ(MeanRelativeCost(s, {}), 0.0);
 }
 
 TEST(FirstMismatch, FindsTheFirstDifference) {
@@ -87,8 +103,33 @@ TEST_F(RunBenchTest, OutputsMatchPlainAndSchemaHolds) {
   const json& autob = j["summary"][3];
   EXPECT_EQ(autob["config"], "goose@auto");
   EXPECT_FALSE(autob["auto_budgets"].empty());
-  // Cost-model ratio of budget 16 under the synthetic curve: 1.2e-2 / 1e-2.
-  EXPECT_NEAR(j["summary"][2]["relative_cost_cost_model"].get<double>(), 1.2, 1e-9);
+  // The projection charges every pass the tree it scored: sum c(n_i) / c(1) over the passes in
+  // the histogram, under the synthetic curve (linear between 1, 16 and 64 nodes).
+  const std::vector<double> cm = ExpandCostCurve(ToCostSamples(opt_.cost_model_cost));
+  for (const json& row : j["summary"]) {
+    double sum = 0;
+    int64_t passes = 0;
+    for (const auto& [n, count] : row["stats"]["tree_nodes"].items()) {
+      sum += count.get<double>() * cm[std::stoi(n)] / cm[1];
+      passes += count.get<int64_t>();
+    }
+    EXPECT_EQ(passes, row["stats"]["forward_passes"].get<int64_t>()) << row["config"];
+    EXPECT_NEAR(row["relative_cost_cost_model"].get<double>(), sum / passes, 1e-9)
+        << row["config"];
+    EXPECT_NEAR(row["projected_speedup"].get<double>(),
+                row["mean_accepted_tokens"].get<double>() / (sum / passes) /
+                    none["mean_accepted_tokens"].get<double>(),
+                1e-9);
+  }
+  // PLD's chains are shorter than its budget of 11 nodes, so it is charged less than c(11).
+  EXPECT_LT(j["summary"][1]["relative_cost_cost_model"].get<double>(), cm[11] / cm[1]);
+  for (const json& row : j["summary"]) {
+    const json& spread = row["speedup_per_prompt"];
+    ASSERT_TRUE(spread.is_object()) << row["config"];
+    EXPECT_LE(spread["min"].get<double>(), spread["median"].get<double>());
+    EXPECT_LE(spread["median"].get<double>(), spread["max"].get<double>());
+  }
+  EXPECT_DOUBLE_EQ(none["speedup_per_prompt"]["max"].get<double>(), 1.0);
   EXPECT_EQ(j["verify_cost"]["model_under_test"].size(), 3u);
   EXPECT_NEAR(j["verify_cost"]["cost_model"][2]["relative"].get<double>(), 3.0, 1e-9);
   const std::string md = ResultsMarkdown(j);
