@@ -137,8 +137,8 @@ Status Context::Forward(std::span<const int32_t> tokens, std::span<const int32_t
     s.parents[i] = parents[i];
     s.depth[i] = parents[i] < 0 ? 0 : s.depth[parents[i]] + 1;
     float* cs = s.rope.data() + static_cast<size_t>(i) * c.n_rot;
-    RopeCosSin(n_past_ + s.depth[i], c.n_rot, c.rope_freq_base, c.rope_freq_scale, cs,
-               cs + half_rot);
+    RopeCosSin(n_past_ + s.depth[i], c.n_rot, c.rope_freq_base, c.rope_freq_scale,
+               model_.rope_freqs(), cs, cs + half_rot);
     GetRow(model_.token_embd(), tokens[i], s.x.data() + static_cast<size_t>(i) * c.n_embd);
   }
 

@@ -33,11 +33,6 @@ class TensorReader {
   Status CheckAllConsumed() const {
     for (const GgufTensorInfo& t : gguf_.tensors()) {
       if (used_.count(t.name)) continue;
-      if (t.name == "rope_freqs.weight") {
-        return Status::Error(StrFormat(
-            "%s: unsupported tensor rope_freqs.weight (Llama 3.1 rope scaling)",
-            gguf_.path().c_str()));
-      }
       return Status::Error(StrFormat(
           "%s: unsupported tensor '%s' (goose does not implement it for %s; ignoring it would "
           "change the logits)",
@@ -156,6 +151,10 @@ StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& path) {
     GOOSE_ASSIGN_OR_RETURN(m->output_, r.Matrix("output.weight", c.n_vocab, c.n_embd));
   }
   GOOSE_ASSIGN_OR_RETURN(m->output_norm_, r.Vector("output_norm.weight", c.n_embd));
+  if (m->gguf_->FindTensor("rope_freqs.weight") != nullptr) {
+    // Llama 3.1+ rope scaling: per-frequency divisors of the rotation angles.
+    GOOSE_ASSIGN_OR_RETURN(m->rope_freqs_, r.Vector("rope_freqs.weight", c.n_rot / 2));
+  }
 
   uint64_t bytes = static_cast<uint64_t>(m->token_embd_.row_bytes()) +
                    m->output_.row_bytes() * m->output_.rows + c.n_embd * 4ull;

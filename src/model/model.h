@@ -61,6 +61,8 @@ class Model {
   const WeightMatrix& token_embd() const { return token_embd_; }  // [n_vocab, n_embd]
   const WeightMatrix& output() const { return output_; }          // [n_vocab, n_embd]
   const float* output_norm() const { return output_norm_; }       // [n_embd]
+  // Llama 3.1+ rope frequency factors [n_rot / 2] (rope_freqs.weight), or null.
+  const float* rope_freqs() const { return rope_freqs_; }
   const std::vector<LayerWeights>& layers() const { return layers_; }
 
  private:
@@ -70,6 +72,7 @@ class Model {
   LlamaConfig config_;
   WeightMatrix token_embd_, output_;
   const float* output_norm_ = nullptr;
+  const float* rope_freqs_ = nullptr;
   std::vector<LayerWeights> layers_;
   std::vector<std::vector<float>> owned_f32_;  // norms/biases converted to f32 if stored otherwise
   uint64_t weight_bytes_ = 0;

@@ -213,13 +213,14 @@ void RmsNorm(const float* x, const float* weight, int n, float eps, float* y) {
   for (int i = 0; i < n; ++i) y[i] = (x[i] * scale) * weight[i];
 }
 
-void RopeCosSin(int pos, int n_rot, float base, float freq_scale, float* cos_out,
-                float* sin_out) {
-  // As ggml: theta_i = pos * theta_scale^i by repeated multiplication, then linear scaling.
+void RopeCosSin(int pos, int n_rot, float base, float freq_scale, const float* freq_factors,
+                float* cos_out, float* sin_out) {
+  // As ggml: theta_i = pos * theta_scale^i by repeated multiplication, divided by the frequency
+  // factor, then linear scaling.
   const float theta_scale = powf(base, -2.0f / static_cast<float>(n_rot));
   float theta = static_cast<float>(pos);
   for (int i = 0; i < n_rot / 2; ++i) {
-    const float t = freq_scale * theta;
+    const float t = freq_scale * (freq_factors ? theta / freq_factors[i] : theta);
     cos_out[i] = cosf(t);
     sin_out[i] = sinf(t);
     theta *= theta_scale;
@@ -240,7 +241,7 @@ void RopeApply(float* v, int n_rot, const float* cos_t, const float* sin_t, bool
 void Rope(float* v, int head_dim, int n_rot, int pos, float base, float freq_scale, bool neox) {
   GOOSE_CHECK(n_rot <= head_dim && n_rot % 2 == 0);
   std::vector<float> cs(static_cast<size_t>(n_rot));
-  RopeCosSin(pos, n_rot, base, freq_scale, cs.data(), cs.data() + n_rot / 2);
+  RopeCosSin(pos, n_rot, base, freq_scale, nullptr, cs.data(), cs.data() + n_rot / 2);
   RopeApply(v, n_rot, cs.data(), cs.data() + n_rot / 2, neox);
 }
 

@@ -49,9 +49,11 @@ void RmsNorm(const float* x, const float* weight, int n, float eps, float* y);
 // theta_i = pos * freq_scale * base^(-2i/n_rot).
 void Rope(float* v, int head_dim, int n_rot, int pos, float base, float freq_scale, bool neox);
 // Rope split in two so a forward pass computes the angles once per position for all heads:
-// cos/sin[i] for i < n_rot/2 (theta_i computed as ggml: pos * scale^i by repeated products),
-// then the rotation of one head vector. Rope() == RopeCosSin + RopeApply.
-void RopeCosSin(int pos, int n_rot, float base, float freq_scale, float* cos_out, float* sin_out);
+// cos/sin[i] for i < n_rot/2 (theta_i computed as ggml: pos * scale^i by repeated products,
+// divided by freq_factors[i] when given: Llama 3.1+ rope_freqs), then the rotation of one head
+// vector. Rope() == RopeCosSin (no factors) + RopeApply.
+void RopeCosSin(int pos, int n_rot, float base, float freq_scale, const float* freq_factors,
+                float* cos_out, float* sin_out);
 void RopeApply(float* v, int n_rot, const float* cos_t, const float* sin_t, bool neox);
 
 // out[i] = silu(gate[i]) * up[i].

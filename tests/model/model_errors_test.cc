@@ -201,7 +201,6 @@ TEST(ModelErrorsTest, UnusedTensorsAreErrorsNamingTheFirst) {
     std::string expect;
   };
   const Case cases[] = {
-      {"rope_freqs.weight", 4, "unsupported tensor rope_freqs.weight (Llama 3.1 rope scaling)"},
       {"blk.0.attn_output.bias", 64, "unsupported tensor 'blk.0.attn_output.bias'"},
       {"blk.4.ffn_down.bias", 64, "unsupported tensor 'blk.4.ffn_down.bias'"},
       {"blk.5.attn_norm.weight", 64, "unsupported tensor 'blk.5.attn_norm.weight'"},  // 6th layer
@@ -218,6 +217,43 @@ TEST(ModelErrorsTest, UnusedTensorsAreErrorsNamingTheFirst) {
     EXPECT_CONTAINS(msg, c.expect);
     EXPECT_EQ(msg.find("zz_second_unused"), std::string::npos) << msg;
   }
+}
+
+// Llama 3.1+ rope_freqs.weight divides each rotation frequency: factors of 1 leave the logits
+// bitwise unchanged, others change them, a wrong length is a shape error.
+TEST(ModelErrorsTest, RopeFreqsScaleTheRotation) {
+  const std::vector<int32_t> prompt = {1, 403, 407, 261, 378};
+  const int n_vocab = TinyModel().config().n_vocab;
+  const int half = TinyModel().config().n_rot / 2;
+  Context plain(TinyModel(), 64, nullptr);
+  ASSERT_TRUE(plain.ForwardChain(prompt).ok());
+  auto with_factors = [&](const std::string& name, std::vector<float> f) {
+    return WriteVariant(name, {.add_tensors = [=](GgufWriter& w) {
+      w.AddTensor("rope_freqs.weight", {static_cast<int64_t>(f.size())}, DType::kF32, F32Bytes(f));
+    }});
+  };
+  for (float last : {1.0f, 8.0f}) {
+    std::vector<float> f(half, 1.0f);
+    f.back() = last;
+    const std::string path = with_factors("ropefreqs" + std::to_string(last > 1), f);
+    auto m = Model::Load(path);
+    std::remove(path.c_str());
+    ASSERT_TRUE(m.ok()) << m.status().message();
+    ASSERT_NE((*m)->rope_freqs(), nullptr);
+    Context ctx(**m, 64, nullptr);
+    ASSERT_TRUE(ctx.ForwardChain(prompt).ok());
+    int n_diff = 0;
+    for (int v = 0; v < n_vocab; ++v) n_diff += ctx.logits(4)[v] != plain.logits(4)[v];
+    if (last == 1.0f) {
+      EXPECT_EQ(n_diff, 0);
+    } else {
+      EXPECT_GT(n_diff, n_vocab / 2);
+    }
+  }
+  const std::string bad = with_factors("ropefreqs_bad", std::vector<float>(half + 1, 1.0f));
+  const std::string msg = LoadError(bad);
+  EXPECT_CONTAINS(msg, "rope_freqs.weight");
+  EXPECT_CONTAINS(msg, "has shape");
 }
 
 // llama.cpp's llama architecture may carry Q/K/V biases; they must be applied, not dropped.

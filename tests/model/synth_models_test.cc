@@ -123,7 +123,7 @@ TEST_P(SynthModelTest, TreeEqualsSequentialOnEveryCpuLevel) {
     SetCpuLevelCap(static_cast<CpuLevel>(level));
     CheckTreesEqualSequential(m, 2, /*seed=*/20 + level, /*n_trees=*/1);
   }
-  SetCpuLevelCap(CpuLevel::kAvx512);
+  SetCpuLevelCap(kMaxCpuLevel);
 }
 
 TEST_P(SynthModelTest, KeepPathAndTruncateContinueBitwise) {

@@ -91,7 +91,7 @@ const DType kDTypes[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0};
 
 class LevelGuard {  // restores the CPU level cap at scope exit
  public:
-  ~LevelGuard() { SetCpuLevelCap(CpuLevel::kAvx512); }
+  ~LevelGuard() { SetCpuLevelCap(kMaxCpuLevel); }
 };
 
 TEST(OpsTest, DotMatchesReferenceForAllLengths) {
@@ -240,6 +240,21 @@ TEST(OpsTest, RopeRotatesNormalAndNeoxPairs) {
       EXPECT_NEAR(got[i1], v[i0] * std::sin(theta) + v[i1] * std::cos(theta), 1e-4);
     }
     for (int i = n_rot; i < head_dim; ++i) EXPECT_EQ(got[i], v[i]);  // unrotated tail
+  }
+}
+
+// Llama 3.1+ frequency factors divide theta_i before the linear scaling (as ggml).
+TEST(OpsTest, RopeFrequencyFactorsDivideTheAngles) {
+  const int n_rot = 8, pos = 123;
+  const float base = 500000.0f, scale = 1.0f;
+  const float factors[4] = {1.0f, 2.0f, 8.0f, 32.0f};
+  float c[4], s[4];
+  RopeCosSin(pos, n_rot, base, scale, factors, c, s);
+  for (int i = 0; i < n_rot / 2; ++i) {
+    const double theta =
+        pos * scale * std::pow(static_cast<double>(base), -2.0 * i / n_rot) / factors[i];
+    EXPECT_NEAR(c[i], std::cos(theta), 1e-4) << i;
+    EXPECT_NEAR(s[i], std::sin(theta), 1e-4) << i;
   }
 }
 
