@@ -60,19 +60,42 @@ const json* Find(const json& r, const std::string& dataset, const std::string& c
   return nullptr;
 }
 
-// The config of each method with the best overall speedup.
-std::vector<std::string> BestPerMethod(const json& r) {
+// A row's variant ("goose+paper"; older files without "variant" use the method).
+std::string Variant(const json& row) {
+  return row.contains("variant") ? row.at("variant").get<std::string>()
+                                 : row.at("method").get<std::string>();
+}
+
+// For each variant (goose and goose+paper are separate lines), the config with the highest
+// overall MAT among its fixed budgets; an auto-budget row only for a variant that has no other.
+// MAT, not measured speedup: speedup is noisy, and an auto row's low MAT at a cheap budget would
+// hide the variant's acceptance curve.
+std::vector<std::string> BestPerVariant(const json& r) {
   std::vector<std::string> order;
-  std::map<std::string, std::pair<double, std::string>> best;
+  struct Best {
+    bool fixed = false;
+    double mat = -1;
+    std::string config;
+  };
+  std::map<std::string, Best> best;
   for (const auto& row : r.at("summary")) {
-    const std::string m = row.at("method");
-    const double sp = row.at("speedup");
-    if (!best.count(m)) order.push_back(m);
-    if (!best.count(m) || sp > best[m].first) best[m] = {sp, row.at("config")};
+    const std::string v = Variant(row);
+    const bool fixed = row.at("budget") != "auto";
+    const double mat = row.at("mean_accepted_tokens");
+    if (!best.count(v)) order.push_back(v);
+    Best& b = best[v];
+    if ((fixed && !b.fixed) || (fixed == b.fixed && mat > b.mat)) b = {fixed, mat, row.at("config")};
   }
   std::vector<std::string> out;
-  for (const auto& m : order) out.push_back(best[m].second);
+  for (const auto& v : order) out.push_back(best[v].config);
   return out;
+}
+
+std::string SpreadCell(const json& row) {
+  if (!row.contains("speedup_per_prompt") || !row["speedup_per_prompt"].is_object()) return "-";
+  const json& s = row["speedup_per_prompt"];
+  return Fmt("%.2fx", s["median"].get<double>()) + " [" + Fmt("%.2f", s["min"].get<double>()) +
+         ", " + Fmt("%.2f", s["max"].get<double>()) + "]";
 }
 
 }  // namespace
@@ -123,8 +146,8 @@ std::string ResultsMarkdown(const json& r) {
   if (r.contains("settings")) md += "- settings: `" + r["settings"].dump() + "`\n";
   md += "\n## Measured speedup over `none` (tokens/s ratio, decode phase)\n\n| config |";
   for (const auto& s : sets) md += " " + s + " |";
-  md += " MAT | tok/s | speedup | projected speedup* |\n|---|";
-  for (size_t i = 0; i < sets.size() + 4; ++i) md += "---:|";
+  md += " MAT | tok/s | speedup | per-prompt median [min, max] | projected speedup* |\n|---|";
+  for (size_t i = 0; i < sets.size() + 5; ++i) md += "---:|";
   md += "\n";
   for (const auto& row : r.at("summary")) {
     const std::string cfg = row.at("config");
@@ -135,14 +158,15 @@ std::string ResultsMarkdown(const json& r) {
     }
     md += " " + Fmt("%.3f", row["mean_accepted_tokens"].get<double>()) + " | " +
           Fmt("%.1f", row["tokens_per_second"].get<double>()) + " | " +
-          Fmt("%.2fx", row["speedup"].get<double>()) + " | " +
+          Fmt("%.2fx", row["speedup"].get<double>()) + " | " + SpreadCell(row) + " | " +
           (row["projected_speedup"].is_null()
                ? std::string("-")
                : Fmt("%.2fx", row["projected_speedup"].get<double>())) +
           " |\n";
   }
-  md += "\n\\* *Projection, not a measurement*: (MAT / (c(B)/c(1))) / MAT(none), with c the "
-        "verify-cost curve of the cost model (`--cost-model`); auto weighs the budgets it chose.\n";
+  md += "\n\\* *Projection, not a measurement*: (MAT / mean c(n)/c(1)) / MAT(none), with c the "
+        "verify-cost curve of the cost model (`--cost-model`) and n the node count of every tree "
+        "pass actually scored.\n";
   md += "\n## Mean accepted tokens per target pass (MAT)\n\n| config |";
   for (const auto& s : sets) md += " " + s + " |";
   md += " all |\n|---|";
@@ -200,11 +224,11 @@ Status WritePlots(const json& r, const std::string& dir, std::vector<std::string
 
   std::string script = "set terminal " + term + "\nset datafile missing 'NaN'\nset key outside\n"
                        "set grid ytics\n";
-  // 1. Speedup vs budget, one line per method (budget-free methods are flat lines).
+  // 1. Speedup vs budget, one line per variant (budget-free methods are flat lines).
   std::vector<std::string> budgets;
-  std::vector<std::string> methods;
+  std::vector<std::string> methods;  // variants
   for (const auto& row : r.at("summary")) {
-    const std::string b = row.at("budget"), m = row.at("method");
+    const std::string b = row.at("budget"), m = Variant(row);
     if (b != "default" && std::find(budgets.begin(), budgets.end(), b) == budgets.end()) {
       budgets.push_back(b);
     }
@@ -221,7 +245,7 @@ Status WritePlots(const json& r, const std::string& dir, std::vector<std::string
       for (const auto& m : methods) {
         double v = NAN;
         for (const auto& row : r.at("summary")) {
-          if (row["method"] == m && (row["budget"] == b || row["budget"] == "default")) {
+          if (Variant(row) == m && (row["budget"] == b || row["budget"] == "default")) {
             v = row["speedup"];
           }
         }
@@ -236,9 +260,9 @@ Status WritePlots(const json& r, const std::string& dir, std::vector<std::string
             "plot for [i=2:" + std::to_string(methods.size() + 1) + "] '" +
             (src / "speedup.dat").string() +
             "' using i:xtic(1) with linespoints lw 2 title columnheader(i)\n";
-  // 2. MAT per data set, each method at its best budget.
+  // 2. MAT per data set, each variant at its best fixed budget (by MAT).
   const std::vector<std::string> sets = DataSets(r);
-  const std::vector<std::string> best = BestPerMethod(r);
+  const std::vector<std::string> best = BestPerVariant(r);
   {
     std::ofstream f(src / "mat.dat");
     f << "dataset";
@@ -254,15 +278,15 @@ Status WritePlots(const json& r, const std::string& dir, std::vector<std::string
     }
   }
   script += "set output '" + (fs::path(dir) / "mat_by_dataset.png").string() + "'\n"
-            "set title 'Mean accepted tokens per pass by data set (each method at its best "
-            "budget)'\nset xlabel ''\nset ylabel 'MAT'\nset style data histograms\n"
+            "set title 'Mean accepted tokens per pass by data set (each variant at its best "
+            "budget by MAT)'\nset xlabel ''\nset ylabel 'MAT'\nset style data histograms\n"
             "set style histogram clustered gap 1\nset style fill solid 0.8 border -1\n"
             "set xtics rotate by -30\nset yrange [0:*]\n"
             "plot for [i=2:" + std::to_string(best.size() + 1) + "] '" +
             (src / "mat.dat").string() + "' using i:xtic(1) title columnheader(i)\n"
             "unset style data\nset xtics norotate\nset style data linespoints\n"
             "set autoscale y\n";
-  // 3. Acceptance per reached node by depth, split by source, per method (best budget).
+  // 3. Acceptance per reached node by depth, split by source, per variant (best budget by MAT).
   constexpr int kDepths = 16;
   std::vector<std::string> cols;
   std::vector<std::vector<double>> values;
@@ -295,8 +319,8 @@ Status WritePlots(const json& r, const std::string& dir, std::vector<std::string
     }
   }
   script += "set output '" + (fs::path(dir) / "acceptance_by_depth.png").string() + "'\n"
-            "set title 'Acceptance per reached node by depth, split by source (best budget per "
-            "method)'\nset xlabel 'depth'\nset ylabel 'accepted / reached'\nset yrange [0:1]\n"
+            "set title 'Acceptance per reached node by depth, split by source (best budget by MAT "
+            "per variant)'\nset xlabel 'depth'\nset ylabel 'accepted / reached'\nset yrange [0:1]\n"
             "set xrange [0.5:" + std::to_string(kDepths) + ".5]\nset xtics 1\n"
             "plot for [i=2:" + std::to_string(std::max<size_t>(cols.size(), 1) + 1) + "] '" +
             (src / "depth.dat").string() + "' using 1:i with linespoints lw 2 title columnheader(i)\n";
