@@ -45,7 +45,7 @@ struct Context::Impl {
   int block = 1;                        // queries per attention task
   size_t scores_per_thread = 0;         // block * group rows of n_ctx scores
   std::vector<float> scores;            // [n_threads, scores_per_thread]
-  std::vector<int32_t> ancestors;       // [n_threads, N]
+  std::vector<const float*> ancestors;  // [n_threads, N]: a query's ancestor K or V rows
   bool pending = false;                 // the last batch's KV entries are not yet committed
   bool pending_is_chain = false;
 };
@@ -189,7 +189,7 @@ Status Context::Forward(std::span<const int32_t> tokens, std::span<const int32_t
     const int n_tasks = n_blocks * c.n_head_kv;
     auto attend = [&](int t0, int t1, int thread_idx) {
       float* scores = s.scores.data() + static_cast<size_t>(thread_idx) * s.scores_per_thread;
-      int32_t* anc = s.ancestors.data() + static_cast<size_t>(thread_idx) * s.capacity;
+      const float** anc = s.ancestors.data() + static_cast<size_t>(thread_idx) * s.capacity;
       for (int task = t0; task < t1; ++task) {
         const int g = task % c.n_head_kv;
         const int i0 = (task / c.n_head_kv) * s.block, i1 = std::min(n, i0 + s.block);
@@ -213,16 +213,19 @@ Status Context::Forward(std::span<const int32_t> tokens, std::span<const int32_t
                      kq_scale, row(m) + j0);
           }
         }
-        for (int i = i0; i < i1; ++i) {  // i's ancestors and i itself, in increasing batch order
+        // i's ancestors and i itself, in increasing batch order: their K / V rows.
+        auto ancestors = [&](int i, const float* head) {
           const int n_anc = s.depth[i] + 1;
-          for (int j = i, k = n_anc - 1; j >= 0; j = s.parents[j], --k) anc[k] = j;
+          for (int j = i, k = n_anc - 1; j >= 0; j = s.parents[j], --k) {
+            anc[k] = head + static_cast<size_t>(n_past_ + j) * s.kv_dim;
+          }
+          return n_anc;
+        };
+        for (int i = i0; i < i1; ++i) {
+          const int n_anc = ancestors(i, k_head);
           for (int m = (i - i0) * group; m < (i - i0 + 1) * group; ++m) {
             float* sc = row(m);
-            const float* qv = query(m);
-            for (int a = 0; a < n_anc; ++a) {
-              const size_t slot = static_cast<size_t>(n_past_ + anc[a]);
-              sc[n_past_ + a] = Dot(qv, k_head + slot * s.kv_dim, hd) * kq_scale;
-            }
+            DotGather(query(m), anc, n_anc, hd, kq_scale, sc + n_past_);
             Softmax(sc, n_past_ + n_anc);
             float* out = output(m);
             std::fill(out, out + hd, 0.0f);
@@ -236,15 +239,9 @@ Status Context::Forward(std::span<const int32_t> tokens, std::span<const int32_t
           }
         }
         for (int i = i0; i < i1; ++i) {
-          const int n_anc = s.depth[i] + 1;
-          for (int j = i, k = n_anc - 1; j >= 0; j = s.parents[j], --k) anc[k] = j;
+          const int n_anc = ancestors(i, v_head);
           for (int m = (i - i0) * group; m < (i - i0 + 1) * group; ++m) {
-            const float* sc = row(m);
-            float* out = output(m);
-            for (int a = 0; a < n_anc; ++a) {
-              const size_t slot = static_cast<size_t>(n_past_ + anc[a]);
-              Axpy(sc[n_past_ + a], v_head + slot * s.kv_dim, out, hd);
-            }
+            AxpyGather(row(m) + n_past_, anc, n_anc, hd, output(m));
           }
         }
       }

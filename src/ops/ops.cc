@@ -72,6 +72,8 @@ struct Kernels {
   void (*axpy)(float, const float*, float*, int);
   void (*dot_batch)(const float*, const float*, int64_t, int, int, float, float*);
   void (*axpy_rows)(const float*, const float*, int64_t, int, int, float*);
+  void (*dot_gather)(const float*, const float* const*, int, int, float, float*);
+  void (*axpy_gather)(const float*, const float* const*, int, int, float*);
   void (*f16)(const uint16_t*, int64_t, float*);
   void (*bf16)(const uint16_t*, int64_t, float*);
   void (*q8_0)(const uint8_t*, int64_t, const float*, float*);
@@ -79,7 +81,8 @@ struct Kernels {
 
 #define GOOSE_KERNELS(ns) \
   Kernels {                                                                        \
-    ns::Dot, ns::DotRowsTokens, ns::Axpy, ns::DotBatch, ns::AxpyRows, ns::ConvertF16,  \
+    ns::Dot, ns::DotRowsTokens, ns::Axpy, ns::DotBatch, ns::AxpyRows, ns::DotGather,    \
+        ns::AxpyGather, ns::ConvertF16,                                                   \
         ns::ConvertBF16, ns::DequantQ8_0 }
 const Kernels kKernels[] = {GOOSE_KERNELS(kern_base), GOOSE_KERNELS(kern_avx2),
                             GOOSE_KERNELS(kern_avx512)};
@@ -205,6 +208,15 @@ void DotBatch(const float* q, const float* keys, int64_t stride, int n_keys, int
 
 void AxpyRows(const float* w, const float* rows, int64_t stride, int n_rows, int n, float* out) {
   Active().axpy_rows(w, rows, stride, n_rows, n, out);
+}
+
+void DotGather(const float* q, const float* const* keys, int n_keys, int n, float scale,
+               float* out) {
+  Active().dot_gather(q, keys, n_keys, n, scale, out);
+}
+
+void AxpyGather(const float* w, const float* const* rows, int n_rows, int n, float* out) {
+  Active().axpy_gather(w, rows, n_rows, n, out);
 }
 
 void RmsNorm(const float* x, const float* weight, int n, float eps, float* y) {

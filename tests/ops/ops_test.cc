@@ -299,12 +299,24 @@ TEST(OpsTest, AttentionHelpersEqualPerRowCalls) {
         const int stride = n + 8;
         auto q = RandomVec(rng, n), rows = RandomVec(rng, n_rows * stride);
         auto w = RandomVec(rng, n_rows);
-        std::vector<float> batch(n_rows), single(n_rows);
+        // The gather variants get the rows shuffled, as a tree node's ancestors are scattered.
+        std::vector<const float*> ptrs(n_rows);
+        for (int j = 0; j < n_rows; ++j) ptrs[j] = rows.data() + ((j * 7) % n_rows) * stride;
+        std::vector<float> batch(n_rows), single(n_rows), gathered(n_rows), gathered_ref(n_rows);
         DotBatch(q.data(), rows.data(), stride, n_rows, n, 0.25f, batch.data());
+        DotGather(q.data(), ptrs.data(), n_rows, n, 0.25f, gathered.data());
+        std::vector<float> acc3(n, 0.5f), acc4(n, 0.5f);
+        AxpyGather(w.data(), ptrs.data(), n_rows, n, acc3.data());
         SetCpuLevelCap(CpuLevel::kBaseline);  // the reference: per-row calls, baseline level
         for (int j = 0; j < n_rows; ++j) {
           single[j] = Dot(q.data(), rows.data() + j * stride, n) * 0.25f;
+          gathered_ref[j] = Dot(q.data(), ptrs[j], n) * 0.25f;
+          Axpy(w[j], ptrs[j], acc4.data(), n);
         }
+        EXPECT_EQ(std::memcmp(gathered.data(), gathered_ref.data(), n_rows * 4), 0)
+            << "gather level " << level << " n " << n << " keys " << n_rows;
+        EXPECT_EQ(std::memcmp(acc3.data(), acc4.data(), n * 4), 0)
+            << "gather level " << level << " n " << n << " rows " << n_rows;
         EXPECT_EQ(std::memcmp(batch.data(), single.data(), n_rows * 4), 0)
             << "level " << level << " n " << n << " keys " << n_rows;
         std::vector<float> acc1(n, 0.5f), acc2(n, 0.5f);
