@@ -258,9 +258,18 @@ void ConfigureTiles() {
   configured = true;
 }
 
+// Stores C tile `t` to the 16 x 16 int32 block at `c`. Unlike _tile_stored (whose asm clobbers
+// all memory, so the float accumulators would be spilled around every store) the asm names the
+// exact memory it writes.
+#define GOOSE_TILE_STORE(t, c)                                          \
+  __asm__ volatile("tilestored %%tmm" #t ", (%1,%2,1)"                  \
+                   : "=m"(*reinterpret_cast<int32_t(*)[256]>(c))        \
+                   : "r"(c), "r"(64L))
+
 // c[row][token] = the group's integer dot products, via tile set 0 (tiles 0-2), set 1 (3-5)
 // or set 2 (0, 6, 7: groups of 16). The tile macros are inline asm that names tile numbers
-// literally, hence one branch per set.
+// literally, hence one branch per set. (Tile loads read memory the asm does not declare: the
+// buffers they read are written before a compiler barrier, or before the MatMul started.)
 template <int kSet, bool kSigned>
 inline void TileDot(const uint8_t* a, int64_t a_stride, const int8_t* b, int32_t* c) {
   if constexpr (kSet == 0) {
@@ -268,19 +277,19 @@ inline void TileDot(const uint8_t* a, int64_t a_stride, const int8_t* b, int32_t
     _tile_loadd(1, a, a_stride);
     _tile_loadd(2, b, 64);
     if constexpr (kSigned) _tile_dpbssd(0, 1, 2); else _tile_dpbusd(0, 1, 2);
-    _tile_stored(0, c, 64);
+    GOOSE_TILE_STORE(0, c);
   } else if constexpr (kSet == 1) {
     _tile_zero(3);
     _tile_loadd(4, a, a_stride);
     _tile_loadd(5, b, 64);
     if constexpr (kSigned) _tile_dpbssd(3, 4, 5); else _tile_dpbusd(3, 4, 5);
-    _tile_stored(3, c, 64);
+    GOOSE_TILE_STORE(3, c);
   } else {
     _tile_zero(0);
     _tile_loadd(6, a, a_stride);
     _tile_loadd(7, b, 64);
     if constexpr (kSigned) _tile_dpbssd(0, 6, 7); else _tile_dpbusd(0, 6, 7);
-    _tile_stored(0, c, 64);
+    GOOSE_TILE_STORE(0, c);
   }
 }
 
@@ -290,35 +299,33 @@ template <bool kSigned>
 void ChunkBlocks32(const WeightTile& w, const uint8_t* a0, int64_t a_stride, int64_t a_step,
                    int nsb, const AmxAct& x, int chunk, float (*res)[16]) {
   alignas(64) int32_t c[2][256];
+  // (Every loop over acc is fully unrolled, so the 16 accumulators stay in registers.)
   __m512 acc[16];
-  for (auto& v : acc) v = _mm512_setzero_ps();
+#pragma GCC unroll 16
+  for (int r = 0; r < 16; ++r) acc[r] = _mm512_setzero_ps();
   const int8_t* xb = x.xb.data() + static_cast<size_t>(chunk) * nsb * 512;
   const float* dx = x.dx.data() + static_cast<size_t>(chunk) * nsb * 16;
   const int32_t* obs = x.obs.data() + static_cast<size_t>(chunk) * nsb * 16;
   const float* dv = w.d.data();
-  auto finish = [&](int b, const int32_t* cb) {
-    const __m512 dxv = _mm512_loadu_ps(dx + b * 16);
-    const __m512i ov = kSigned ? _mm512_setzero_si512() : _mm512_loadu_si512(obs + b * 16);
-    const float* d = dv + b * 16;
+  for (int b = 0; b < nsb; b += 2) {  // two blocks in flight: tile sets 0 and 1
+    const int nb = std::min(2, nsb - b);
+    TileDot<0, kSigned>(a0 + b * a_step, a_stride, xb + b * 512, c[0]);
+    if (nb == 2) TileDot<1, kSigned>(a0 + (b + 1) * a_step, a_stride, xb + (b + 1) * 512, c[1]);
+    for (int h = 0; h < nb; ++h) {
+      const __m512 dxv = _mm512_loadu_ps(dx + (b + h) * 16);
+      const __m512i ov =
+          kSigned ? _mm512_setzero_si512() : _mm512_loadu_si512(obs + (b + h) * 16);
+      const float* d = dv + (b + h) * 16;
 #pragma GCC unroll 16
-    for (int r = 0; r < 16; ++r) {
-      __m512i i = _mm512_load_si512(cb + r * 16);
-      if (!kSigned) i = _mm512_sub_epi32(i, ov);
-      const __m512 dd = _mm512_mul_ps(_mm512_set1_ps(d[r]), dxv);
-      acc[r] = _mm512_add_ps(acc[r], _mm512_mul_ps(dd, _mm512_cvtepi32_ps(i)));
+      for (int r = 0; r < 16; ++r) {
+        __m512i i = _mm512_load_si512(c[h] + r * 16);
+        if (!kSigned) i = _mm512_sub_epi32(i, ov);
+        const __m512 dd = _mm512_mul_ps(_mm512_set1_ps(d[r]), dxv);
+        acc[r] = _mm512_add_ps(acc[r], _mm512_mul_ps(dd, _mm512_cvtepi32_ps(i)));
+      }
     }
-  };
-  int b = 0;
-  for (; b + 2 <= nsb; b += 2) {
-    TileDot<0, kSigned>(a0 + b * a_step, a_stride, xb + b * 512, c[0]);
-    TileDot<1, kSigned>(a0 + (b + 1) * a_step, a_stride, xb + (b + 1) * 512, c[1]);
-    finish(b, c[0]);
-    finish(b + 1, c[1]);
   }
-  if (b < nsb) {
-    TileDot<0, kSigned>(a0 + b * a_step, a_stride, xb + b * 512, c[0]);
-    finish(b, c[0]);
-  }
+#pragma GCC unroll 16
   for (int r = 0; r < 16; ++r) _mm512_store_ps(res[r], acc[r]);
 }
 
@@ -326,8 +333,10 @@ void ChunkBlocks32(const WeightTile& w, const uint8_t* a0, int64_t a_stride, int
 template <int kG>
 void ChunkSuperBlocks(const WeightTile& w, int cols, const AmxAct& x, int chunk,
                       float (*res)[16]) {
+  // (Every loop over acc is fully unrolled, so the 16 accumulators stay in registers.)
   __m512 acc[16];
-  for (auto& v : acc) v = _mm512_setzero_ps();
+#pragma GCC unroll 16
+  for (int r = 0; r < 16; ++r) acc[r] = _mm512_setzero_ps();
   constexpr int kGpb = 256 / kG, kPairs = kGpb / 2;
   const int nsb = cols / 256;
   alignas(64) int32_t c[kGpb][256];
@@ -368,6 +377,7 @@ void ChunkSuperBlocks(const WeightTile& w, int cols, const AmxAct& x, int chunk,
       acc[r] = _mm512_sub_ps(acc[r], _mm512_mul_ps(dm, _mm512_cvtepi32_ps(i2)));
     }
   }
+#pragma GCC unroll 16
   for (int r = 0; r < 16; ++r) _mm512_store_ps(res[r], acc[r]);
 }
 
