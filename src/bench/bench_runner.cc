@@ -245,8 +245,12 @@ StatusOr<json> RunBench(const Model& model, ThreadPool* pool, const std::vector<
   constexpr int kTreeHeadroom = 128;
   const int n_ctx = std::min(model_ctx, longest + opt.max_tokens + 1 + kTreeHeadroom);
 
-  const std::vector<double> model_cost = ExpandCostCurve(ToCostSamples(opt.model_cost));
-  const std::vector<double> proj_cost = ExpandCostCurve(ToCostSamples(opt.cost_model_cost));
+  // Both curves monotone (a larger tree never costs less), as reported and as used.
+  std::vector<VerifyCostPoint> model_curve = opt.model_cost, cost_model_curve = opt.cost_model_cost;
+  MakeMonotone(&model_curve);
+  MakeMonotone(&cost_model_curve);
+  const std::vector<double> model_cost = ExpandCostCurve(ToCostSamples(model_curve));
+  const std::vector<double> proj_cost = ExpandCostCurve(ToCostSamples(cost_model_curve));
   const int n_cfg = static_cast<int>(configs.size());
   std::vector<std::unique_ptr<Engine>> engines;
   std::vector<std::unique_ptr<BudgetChooser>> choosers(n_cfg);
@@ -262,7 +266,7 @@ StatusOr<json> RunBench(const Model& model, ThreadPool* pool, const std::vector<
     gp.spec.budget = configs[c].budget > 0 ? configs[c].budget : 0;
     if (configs[c].budget == kAutoBudget) {
       if (opt.model_cost.empty()) return Status::Error("--budget auto needs a cost curve");
-      choosers[c] = std::make_unique<BudgetChooser>(ToCostSamples(opt.model_cost));
+      choosers[c] = std::make_unique<BudgetChooser>(ToCostSamples(model_curve));
       BudgetChooser* ch = choosers[c].get();
       gp.spec.choose_budget = [ch](const SpecStats& h) { return (*ch)(h); };
     }
@@ -346,10 +350,9 @@ StatusOr<json> RunBench(const Model& model, ThreadPool* pool, const std::vector<
                      {"mismatching_generations", mismatches.size()},
                      {"checked_generations", total_prompts * (n_cfg - 1)},
                      {"mismatches", mismatches}};
-  out["verify_cost"] = {{"model_under_test", CurveJson(opt.model_cost)},
-                        {"cost_model", opt.cost_model_cost.empty()
-                                           ? json(nullptr)
-                                           : CurveJson(opt.cost_model_cost)}};
+  out["verify_cost"] = {{"model_under_test", CurveJson(model_curve)},
+                        {"cost_model", cost_model_curve.empty() ? json(nullptr)
+                                                                : CurveJson(cost_model_curve)}};
   out["n_ctx"] = n_ctx;
   return out;
 }

@@ -1,12 +1,15 @@
 #include "bench/cost_cache.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
-#include <nlohmann/json.hpp>
+#include "bench/bench_report.h"
+#include "ops/cpu_features.h"
 
 namespace goose {
 
@@ -28,9 +31,8 @@ fs::path CacheDir() {
   return fs::path("/tmp") / "goose-cache";
 }
 
-}  // namespace
-
-StatusOr<std::string> CostCachePath(const std::string& model_path, int threads) {
+// FNV-1a over the model file's size and its first and last 64 KiB.
+StatusOr<std::pair<uint64_t, uint64_t>> ModelHash(const std::string& model_path) {
   std::ifstream in(model_path, std::ios::binary);
   if (!in) return Status::Error("cannot read model '" + model_path + "' to key the cost cache");
   in.seekg(0, std::ios::end);
@@ -45,11 +47,58 @@ StatusOr<std::string> CostCachePath(const std::string& model_path, int threads) 
   in.read(buf.data(), buf.size());
   h = Fnv1a(buf.data(), buf.size(), h);
   if (!in) return Status::Error("cannot read model '" + model_path + "' to key the cost cache");
+  return std::make_pair(h, size);
+}
+
+// The running binary's size and modification time: a rebuilt goose (other kernels, other
+// flags) re-measures. "unknown" where /proc/self/exe cannot be read.
+std::string BuildId() {
+  struct stat st {};
+  if (::stat("/proc/self/exe", &st) != 0) return "unknown";
+  char b[64];
+  std::snprintf(b, sizeof(b), "%lld-%lld.%09ld", static_cast<long long>(st.st_size),
+                static_cast<long long>(st.st_mtim.tv_sec), static_cast<long>(st.st_mtim.tv_nsec));
+  return b;
+}
+
+std::string IsaLevel() {
+  std::string isa = CpuLevelName(ActiveCpuLevel());
+  if (ActiveCpuLevel() == CpuLevel::kAvx512 && HasAvx512Vnni()) isa += "+vnni";
+  return isa;
+}
+
+// Where `cached` differs from `want`, by field name ("cpu, build"); empty if equal.
+std::string KeyDifference(const nlohmann::json& cached, const nlohmann::json& want) {
+  std::string diff;
+  for (const auto& [field, value] : want.items()) {
+    if (!cached.is_object() || !cached.contains(field) || cached.at(field) != value) {
+      diff += (diff.empty() ? "" : ", ") + field;
+    }
+  }
+  return diff;
+}
+
+}  // namespace
+
+StatusOr<std::string> CostCachePath(const std::string& model_path, int threads) {
+  GOOSE_ASSIGN_OR_RETURN(const auto hash, ModelHash(model_path));
   char name[96];
   std::snprintf(name, sizeof(name), "cost-%016llx-%llu-t%d.json",
-                static_cast<unsigned long long>(h), static_cast<unsigned long long>(size),
-                threads);
+                static_cast<unsigned long long>(hash.first),
+                static_cast<unsigned long long>(hash.second), threads);
   return (CacheDir() / name).string();
+}
+
+StatusOr<nlohmann::json> CostCacheKey(const std::string& model_path, int threads) {
+  GOOSE_ASSIGN_OR_RETURN(const auto hash, ModelHash(model_path));
+  char model[64];
+  std::snprintf(model, sizeof(model), "%016llx-%llu", static_cast<unsigned long long>(hash.first),
+                static_cast<unsigned long long>(hash.second));
+  return nlohmann::json{{"model", model},
+                        {"threads", threads},
+                        {"cpu", MachineJson().value("cpu", "unknown")},
+                        {"isa", IsaLevel()},
+                        {"build", BuildId()}};
 }
 
 VerifyCostOptions CalibrationOptions(const Model& model) {
@@ -62,6 +111,13 @@ VerifyCostOptions CalibrationOptions(const Model& model) {
   return opt;
 }
 
+StatusOr<std::vector<VerifyCostPoint>> MeasureCostModelCurve(const Model& model, ThreadPool* pool) {
+  GOOSE_ASSIGN_OR_RETURN(std::vector<VerifyCostPoint> curve,
+                         MeasureVerifyCost(model, pool, CalibrationOptions(model)));
+  MakeMonotone(&curve);
+  return curve;
+}
+
 std::vector<CostSample> ToCostSamples(const std::vector<VerifyCostPoint>& curve) {
   std::vector<CostSample> out;
   for (const auto& p : curve) out.push_back({p.nodes, p.seconds});
@@ -69,32 +125,47 @@ std::vector<CostSample> ToCostSamples(const std::vector<VerifyCostPoint>& curve)
 }
 
 StatusOr<CostCalibration> LoadOrMeasureCost(const Model& model, const std::string& model_path,
-                                            ThreadPool* pool, bool recalibrate) {
+                                            ThreadPool* pool, bool recalibrate,
+                                            const VerifyCostOptions* measure) {
   CostCalibration cal;
   GOOSE_ASSIGN_OR_RETURN(cal.cache_path, CostCachePath(model_path, pool->size()));
+  GOOSE_ASSIGN_OR_RETURN(const nlohmann::json key, CostCacheKey(model_path, pool->size()));
   if (!recalibrate) {
     std::ifstream in(cal.cache_path);
     if (in) {
+      std::string why;
       try {
         const nlohmann::json j = nlohmann::json::parse(in);
-        for (const auto& p : j.at("curve")) {
-          const int n = p.at("nodes").get<int>();
-          const double s = p.at("seconds").get<double>();
-          if (n < 1 || !(s > 0)) throw std::runtime_error("bad point");
-          cal.curve.push_back({n, s});
-        }
-        if (!cal.curve.empty() && cal.curve.front().nodes == 1) {
-          cal.from_cache = true;
-          return cal;
+        why = KeyDifference(j.contains("key") ? j.at("key") : nlohmann::json(), key);
+        if (why.empty()) {
+          for (const auto& p : j.at("curve")) {
+            const int n = p.at("nodes").get<int>();
+            const double s = p.at("seconds").get<double>();
+            if (n < 1 || !(s > 0)) throw std::runtime_error("bad point");
+            cal.curve.push_back({n, s});
+          }
+          MakeMonotone(&cal.curve);
+          if (!cal.curve.empty() && cal.curve.front().nodes == 1) {
+            cal.from_cache = true;
+            return cal;
+          }
+          why.clear();
         }
       } catch (const std::exception&) {
+        why.clear();
       }
-      cal.note = "ignored unreadable cost cache " + cal.cache_path;
+      cal.note = why.empty()
+                     ? "ignored unreadable cost cache " + cal.cache_path + "; re-measuring"
+                     : "cost cache " + cal.cache_path + " was measured for another " + why +
+                           "; re-measuring";
       cal.curve.clear();
     }
   }
-  GOOSE_ASSIGN_OR_RETURN(cal.curve, MeasureVerifyCost(model, pool, CalibrationOptions(model)));
+  GOOSE_ASSIGN_OR_RETURN(cal.curve,
+                         MeasureVerifyCost(model, pool, measure ? *measure : CalibrationOptions(model)));
+  MakeMonotone(&cal.curve);
   nlohmann::json j;
+  j["key"] = key;
   j["threads"] = pool->size();
   j["model_bytes"] = model.weight_bytes();
   nlohmann::json arr = nlohmann::json::array();
@@ -104,7 +175,10 @@ StatusOr<CostCalibration> LoadOrMeasureCost(const Model& model, const std::strin
   fs::create_directories(fs::path(cal.cache_path).parent_path(), ec);
   std::ofstream out(cal.cache_path);
   if (out) out << j.dump(1) << "\n";
-  if (!out) cal.note = "could not write cost cache " + cal.cache_path;
+  if (!out) {
+    cal.note += (cal.note.empty() ? "" : "; ") + std::string("could not write cost cache ") +
+                cal.cache_path;
+  }
   return cal;
 }
 

@@ -1,17 +1,23 @@
-// Verify-cost calibration cached per model and machine, for `--budget auto`.
+// Verify-cost calibration cached per model, machine and build, for `--budget auto`.
 //
 // Contract
 // - CostCachePath(model_path, threads): $XDG_CACHE_HOME/goose (else ~/.cache/goose, else
 //   /tmp/goose-cache) / cost-<hash>-<bytes>-t<threads>.json, where hash is FNV-1a over the
 //   file's size and its first and last 64 KiB (cheap, and changes when the model does).
-// - LoadOrMeasureCost(): reads the cache if it is valid and !recalibrate; otherwise runs
-//   MeasureVerifyCost (nodes 1..128, prefix min(256, context/2)) and writes the cache
-//   (a failed write is reported through `note`, not an error). A corrupt cache file is
-//   re-measured, never trusted.
+// - CostCacheKey(model_path, threads): what a cached curve is valid for: the model (that hash and
+//   size), the thread count, the CPU model name, the kernels' ISA level (ops/cpu_features.h) and
+//   the goose build (size and modification time of the running binary). Stored in the file.
+// - LoadOrMeasureCost(): uses the cache if it parses, its key equals the current key and
+//   !recalibrate; otherwise measures (MeasureVerifyCost with CalibrationOptions: nodes 1..128,
+//   7 reps, prefix min(256, context - 130)) and rewrites the cache. A corrupt or mismatching
+//   cache is re-measured, never trusted, with the reason in `note` (a warning for the user, as
+//   is a failed write). Stored and returned curves are monotone (MakeMonotone).
 #pragma once
 
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "bench/verify_cost.h"
 #include "engine/budget_chooser.h"
@@ -22,19 +28,27 @@
 namespace goose {
 
 StatusOr<std::string> CostCachePath(const std::string& model_path, int threads);
+StatusOr<nlohmann::json> CostCacheKey(const std::string& model_path, int threads);
 
 struct CostCalibration {
   std::vector<VerifyCostPoint> curve;
   std::string cache_path;
   bool from_cache = false;
-  std::string note;  // e.g. why the cache was not written
+  std::string note;  // why the cache was not used or not written (a warning), else empty
 };
 
+// `measure`: the measurement options when the cache cannot be used (tests pass tiny ones);
+// nullptr = CalibrationOptions(model).
 StatusOr<CostCalibration> LoadOrMeasureCost(const Model& model, const std::string& model_path,
-                                            ThreadPool* pool, bool recalibrate);
+                                            ThreadPool* pool, bool recalibrate,
+                                            const VerifyCostOptions* measure = nullptr);
 
 // The options used for a calibration of `model` (shared with the benchmark's curves).
 VerifyCostOptions CalibrationOptions(const Model& model);
+
+// The curve of a model used only as a cost model (`goose bench --cost-model`): the calibration
+// options (7 reps), made monotone.
+StatusOr<std::vector<VerifyCostPoint>> MeasureCostModelCurve(const Model& model, ThreadPool* pool);
 
 std::vector<CostSample> ToCostSamples(const std::vector<VerifyCostPoint>& curve);
 

@@ -36,10 +36,16 @@ StatusOr<std::vector<VerifyCostPoint>> MeasureVerifyCost(const Model& model, Thr
   if (max_nodes < 1 || opt.prefix < 1 || opt.reps < 1) {
     return Status::Error("node counts, prefix and reps must be positive");
   }
+  // Checked before the KV cache is allocated: an absurd prefix is an error, not a huge buffer.
+  const int model_ctx = model.config().n_ctx_train > 0 ? model.config().n_ctx_train : 4096;
+  if (static_cast<int64_t>(opt.prefix) + max_nodes > model_ctx) {
+    return Status::Error(StrFormat("prefix %d + %d nodes exceed the model's context of %d",
+                                   opt.prefix, max_nodes, model_ctx));
+  }
   Context ctx(model, opt.prefix + max_nodes + 1, pool);
   if (ctx.n_ctx() < opt.prefix + max_nodes) {
-    return Status::Error(StrFormat("prefix %d + %d nodes exceed the model's context of %d",
-                                   opt.prefix, max_nodes, ctx.n_ctx()));
+    return Status::Error(StrFormat("prefix %d + %d nodes exceed the context of %d", opt.prefix,
+                                   max_nodes, ctx.n_ctx()));
   }
   SplitMix64 rng(opt.seed);
   const int n_vocab = model.config().n_vocab;
@@ -67,6 +73,14 @@ StatusOr<std::vector<VerifyCostPoint>> MeasureVerifyCost(const Model& model, Thr
     curve.push_back({n, Median(times)});
   }
   return curve;
+}
+
+void MakeMonotone(std::vector<VerifyCostPoint>* curve) {
+  std::stable_sort(curve->begin(), curve->end(),
+                   [](const VerifyCostPoint& a, const VerifyCostPoint& b) { return a.nodes < b.nodes; });
+  for (size_t i = curve->size(); i-- > 1;) {
+    (*curve)[i - 1].seconds = std::min((*curve)[i - 1].seconds, (*curve)[i].seconds);
+  }
 }
 
 double MeasureReadBandwidth(ThreadPool* pool, size_t bytes) {

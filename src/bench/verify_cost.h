@@ -28,6 +28,11 @@ struct VerifyCostOptions {
 StatusOr<std::vector<VerifyCostPoint>> MeasureVerifyCost(const Model& model, ThreadPool* pool,
                                                          const VerifyCostOptions& opt);
 
+// Makes a measured curve non-decreasing in place (sorted by nodes; every point lowered to the
+// cheapest time of any point at or above its node count, the suffix minimum): a larger tree never
+// costs less, since a smaller one could be padded, so timing noise cannot make c(12) > c(16).
+void MakeMonotone(std::vector<VerifyCostPoint>* curve);
+
 // Read bandwidth in GB/s (1e9 bytes/s): best of a few passes summing a buffer much larger than
 // the caches, split across the pool's threads.
 double MeasureReadBandwidth(ThreadPool* pool, size_t bytes = size_t{1} << 30);

@@ -1,0 +1,178 @@
+// Verify-cost measurement and its cache: a sane curve for the tiny model, the monotone fix, and
+// the cache round trip, a corrupt file and a key mismatch (both re-measured with a warning).
+#include "bench/cost_cache.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "bench_test_util.h"
+
+namespace goose {
+namespace {
+
+using nlohmann::json;
+
+const Model& Tiny() {
+  static const std::unique_ptr<Model> m = [] {
+    auto r = Model::Load(testing::TinyModel());
+    if (!r.ok()) std::abort();
+    return std::move(r).value();
+  }();
+  return *m;
+}
+
+VerifyCostOptions TinyOptions() {
+  VerifyCostOptions o;
+  o.nodes = {1, 4, 16};
+  o.prefix = 8;
+  o.reps = 1;
+  return o;
+}
+
+TEST(VerifyCost, TinyModelGivesASaneCurve) {
+  ThreadPool pool(1);
+  auto curve = MeasureVerifyCost(Tiny(), &pool, TinyOptions());
+  ASSERT_TRUE(curve.ok()) << curve.status().message();
+  ASSERT_EQ(curve->size(), 3u);
+  const int want[] = {1, 4, 16};
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ((*curve)[i].nodes, want[i]);
+    EXPECT_GT((*curve)[i].seconds, 0.0);
+    EXPECT_LT((*curve)[i].seconds, 10.0);  // a 260K-parameter pass, not a hang
+  }
+  VerifyCostOptions bad = TinyOptions();
+  bad.reps = 0;
+  EXPECT_FALSE(MeasureVerifyCost(Tiny(), &pool, bad).ok());
+  bad = TinyOptions();
+  bad.nodes.clear();
+  EXPECT_FALSE(MeasureVerifyCost(Tiny(), &pool, bad).ok());
+  bad = TinyOptions();
+  bad.prefix = 1 << 20;  // beyond the model's context
+  const auto r = MeasureVerifyCost(Tiny(), &pool, bad);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("context"), std::string::npos) << r.status().message();
+}
+
+TEST(VerifyCost, MonotoneFixTakesTheSuffixMinimum) {
+  // Noise: 4 nodes measured cheaper than 2, and 12 dearer than 16.
+  std::vector<VerifyCostPoint> c = {{16, 2.5}, {1, 1.0}, {2, 1.2}, {4, 1.1}, {8, 2.0}, {12, 3.0}};
+  MakeMonotone(&c);
+  const std::vector<std::pair<int, double>> want = {{1, 1.0}, {2, 1.1}, {4, 1.1},
+                                                    {8, 2.0}, {12, 2.5}, {16, 2.5}};
+  ASSERT_EQ(c.size(), want.size());
+  for (size_t i = 0; i < c.size(); ++i) {
+    EXPECT_EQ(c[i].nodes, want[i].first);
+    EXPECT_DOUBLE_EQ(c[i].seconds, want[i].second) << c[i].nodes;
+  }
+}
+
+class CostCacheTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = testing::TempDir("cost_cache");
+    const char* old = std::getenv("XDG_CACHE_HOME");
+    had_old_ = old != nullptr;
+    if (old) old_ = old;
+    setenv("XDG_CACHE_HOME", dir_.c_str(), 1);
+  }
+  void TearDown() override {
+    if (had_old_) {
+      setenv("XDG_CACHE_HOME", old_.c_str(), 1);
+    } else {
+      unsetenv("XDG_CACHE_HOME");
+    }
+    std::filesystem::remove_all(dir_);
+  }
+  StatusOr<CostCalibration> Load(bool recalibrate = false) {
+    const VerifyCostOptions o = TinyOptions();
+    return LoadOrMeasureCost(Tiny(), testing::TinyModel(), &pool_, recalibrate, &o);
+  }
+  json ReadCache(const std::string& path) {
+    std::ifstream in(path);
+    return json::parse(in);
+  }
+  ThreadPool pool_{1};
+  std::string dir_, old_;
+  bool had_old_ = false;
+};
+
+TEST_F(CostCacheTest, RoundTripAndKey) {
+  auto first = Load();
+  ASSERT_TRUE(first.ok()) << first.status().message();
+  EXPECT_FALSE(first->from_cache);
+  EXPECT_TRUE(first->note.empty()) << first->note;
+  EXPECT_EQ(first->cache_path.rfind(dir_ + "/goose/cost-", 0), 0u) << first->cache_path;
+  const json j = ReadCache(first->cache_path);
+  for (const char* field : {"model", "threads", "cpu", "isa", "build"}) {
+    EXPECT_TRUE(j["key"].contains(field)) << field;
+  }
+  EXPECT_EQ(j["key"]["threads"], 1);
+  for (size_t i = 1; i < first->curve.size(); ++i) {
+    EXPECT_LE(first->curve[i - 1].seconds, first->curve[i].seconds);  // stored monotone
+  }
+  auto second = Load();
+  ASSERT_TRUE(second.ok());
+  EXPECT_TRUE(second->from_cache);
+  ASSERT_EQ(second->curve.size(), first->curve.size());
+  for (size_t i = 0; i < first->curve.size(); ++i) {
+    EXPECT_EQ(second->curve[i].nodes, first->curve[i].nodes);
+    EXPECT_DOUBLE_EQ(second->curve[i].seconds, first->curve[i].seconds);
+  }
+  auto again = Load(/*recalibrate=*/true);
+  ASSERT_TRUE(again.ok());
+  EXPECT_FALSE(again->from_cache);
+}
+
+TEST_F(CostCacheTest, CorruptFileIsRemeasuredWithAWarning) {
+  auto first = Load();
+  ASSERT_TRUE(first.ok());
+  for (const std::string& junk : {std::string("{\"curve\": [1, 2"), std::string("\x01\x02garbage"),
+                                  std::string()}) {
+    std::ofstream(first->cache_path, std::ios::trunc) << junk;
+    auto r = Load();
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    EXPECT_FALSE(r->from_cache);
+    EXPECT_NE(r->note.find("unreadable"), std::string::npos) << r->note;
+    EXPECT_EQ(r->curve.size(), 3u);
+    EXPECT_TRUE(ReadCache(first->cache_path).contains("curve"));  // rewritten
+  }
+  // A readable file with a bad point is not trusted either.
+  json j = ReadCache(first->cache_path);
+  j["curve"][1]["seconds"] = -1.0;
+  std::ofstream(first->cache_path, std::ios::trunc) << j.dump();
+  auto r = Load();
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r->from_cache);
+  EXPECT_GT(r->curve[1].seconds, 0.0);
+}
+
+TEST_F(CostCacheTest, KeyMismatchIsRemeasured) {
+  auto first = Load();
+  ASSERT_TRUE(first.ok());
+  for (const char* field : {"cpu", "isa", "build", "model"}) {
+    json j = ReadCache(first->cache_path);
+    j["key"][field] = "something else";
+    std::ofstream(first->cache_path, std::ios::trunc) << j.dump();
+    auto r = Load();
+    ASSERT_TRUE(r.ok());
+    EXPECT_FALSE(r->from_cache) << field;
+    EXPECT_NE(r->note.find(std::string("another ") + field), std::string::npos) << r->note;
+    EXPECT_NE(ReadCache(first->cache_path)["key"][field], "something else");
+    auto cached = Load();
+    ASSERT_TRUE(cached.ok());
+    EXPECT_TRUE(cached->from_cache) << "the re-measured curve is cached under the current key";
+  }
+  // A cache from before the key existed.
+  json j = ReadCache(first->cache_path);
+  j.erase("key");
+  std::ofstream(first->cache_path, std::ios::trunc) << j.dump();
+  auto r = Load();
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r->from_cache);
+}
+
+}  // namespace
+}  // namespace goose
