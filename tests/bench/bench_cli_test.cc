@@ -72,6 +72,47 @@ TEST(BenchCli, TinyRunWritesResultsTableAndPlots) {
   fs::remove_all(dir);
 }
 
+// --budgets 8,auto with a cost model: the projection and the auto rows are in results.json, and
+// a forced mismatch (the runner's fault injection) makes the command exit with code 2.
+TEST(BenchCli, AutoBudgetProjectionAndMismatchExitCode) {
+  ASSERT_TRUE(fs::exists(Goose())) << Goose();
+  const std::string dir = testing::TempDir("cli_auto");
+  const std::string cmd = Goose() + " bench -m " + testing::TinyModel() + " --data-dir " +
+                          testing::DataDir() +
+                          " --data tinystories:2 --methods pld,goose --budgets 8,auto"
+                          " --max-tokens 16 -t 1 --quiet --cost-model " + testing::TinyModel() +
+                          " --out " + dir + "/out";
+  const std::string env = "XDG_CACHE_HOME=" + dir + "/cache ";
+  int rc = -1;
+  std::string out = RunCmd(env + cmd, &rc);
+  ASSERT_EQ(rc, 0) << out;
+  std::ifstream in(dir + "/out/results.json");
+  const nlohmann::json j = nlohmann::json::parse(in);
+  std::vector<std::string> configs;
+  for (const auto& row : j["summary"]) {
+    configs.push_back(row["config"]);
+    EXPECT_TRUE(row["projected_speedup"].is_number()) << row["config"];
+    EXPECT_TRUE(row["relative_cost_cost_model"].is_number()) << row["config"];
+    EXPECT_TRUE(row["speedup_per_prompt"].is_object()) << row["config"];
+  }
+  EXPECT_EQ(configs, (std::vector<std::string>{"none", "pld", "goose@8", "goose@auto"}));
+  const nlohmann::json& autob = j["summary"][3];
+  EXPECT_FALSE(autob["auto_budgets"].empty());
+  EXPECT_TRUE(j["verify_cost"]["cost_model"].is_array());
+  EXPECT_GE(j["verify_cost"]["cost_model"].size(), 2u);
+  EXPECT_EQ(j["settings"]["cost_model"], testing::TinyModel());
+  EXPECT_EQ(j["equality"]["mismatching_prompts"], 0);
+
+  out = RunCmd(env + "GOOSE_BENCH_INJECT_MISMATCH=goose@8 " + cmd, &rc);
+  EXPECT_EQ(rc, 2) << out;
+  EXPECT_NE(out.find("EQUALITY CHECK FAILED"), std::string::npos) << out;
+  std::ifstream in2(dir + "/out/results.json");
+  const nlohmann::json bad = nlohmann::json::parse(in2);
+  EXPECT_EQ(bad["equality"]["mismatching_prompts"], 2);
+  EXPECT_EQ(bad["equality"]["mismatches"][0]["config"], "goose@8");
+  fs::remove_all(dir);
+}
+
 TEST(BenchCli, BadSpecsFailClearly) {
   ASSERT_TRUE(fs::exists(Goose())) << Goose();
   int rc = 0;
