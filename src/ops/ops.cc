@@ -74,6 +74,8 @@ struct Kernels {
   void (*axpy_rows)(const float*, const float*, int64_t, int, int, float*);
   void (*dot_gather)(const float*, const float* const*, int, int, float, float*);
   void (*axpy_gather)(const float*, const float* const*, int, int, float*);
+  void (*exp_shifted)(float*, int, float);
+  void (*swiglu)(const float*, const float*, int, float*);
   void (*f16)(const uint16_t*, int64_t, float*);
   void (*bf16)(const uint16_t*, int64_t, float*);
   void (*q8_0)(const uint8_t*, int64_t, const float*, float*);
@@ -82,7 +84,7 @@ struct Kernels {
 #define GOOSE_KERNELS(ns) \
   Kernels {                                                                        \
     ns::Dot, ns::DotRowsTokens, ns::Axpy, ns::DotBatch, ns::AxpyRows, ns::DotGather,    \
-        ns::AxpyGather, ns::ConvertF16,                                                   \
+        ns::AxpyGather, ns::ExpShifted, ns::SwiGlu, ns::ConvertF16,                       \
         ns::ConvertBF16, ns::DequantQ8_0 }
 const Kernels kKernels[] = {GOOSE_KERNELS(kern_base), GOOSE_KERNELS(kern_avx2),
                             GOOSE_KERNELS(kern_avx512)};
@@ -258,10 +260,7 @@ void Rope(float* v, int head_dim, int n_rot, int pos, float base, float freq_sca
 }
 
 void SwiGlu(const float* gate, const float* up, int n, float* out) {
-  for (int i = 0; i < n; ++i) {
-    const float g = gate[i];
-    out[i] = g / (1.0f + std::exp(-g)) * up[i];
-  }
+  Active().swiglu(gate, up, n, out);
 }
 
 void Softmax(float* x, int n) {
@@ -271,11 +270,9 @@ void Softmax(float* x, int n) {
   // Four double partial sums (element i into sum[i % 4], in index order, then (0+1)+(2+3)):
   // an order fixed by n alone, without one long chain of dependent adds; double so long rows
   // lose nothing.
+  Active().exp_shifted(x, n, max);
   double sum[4] = {0, 0, 0, 0};
-  for (int i = 0; i < n; ++i) {
-    x[i] = std::exp(x[i] - max);
-    sum[i & 3] += x[i];
-  }
+  for (int i = 0; i < n; ++i) sum[i & 3] += x[i];
   const float inv = static_cast<float>(1.0 / ((sum[0] + sum[1]) + (sum[2] + sum[3])));
   for (int i = 0; i < n; ++i) x[i] *= inv;
 }
