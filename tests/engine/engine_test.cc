@@ -1,6 +1,7 @@
 // Engine loop conventions (docs/algorithms.md §9): MAT accounting, n_predict cut, stop tokens,
 // context limit, table lifetime, and per-source statistics that add up.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -8,6 +9,7 @@
 
 #include "engine/engine.h"
 #include "engine/report.h"
+#include "synth/synth.h"
 
 namespace goose {
 namespace {
@@ -162,6 +164,48 @@ TEST(Engine, TableSavedAndLoadedGivesSameDrafts) {
   EXPECT_EQ(ra->stats.cycles, rb->stats.cycles);
   EXPECT_EQ(ra->stats.accepted[static_cast<int>(NodeSource::kBranch)],
             rb->stats.accepted[static_cast<int>(NodeSource::kBranch)]);
+}
+
+// A saved table names its model: another model of the same shape and vocabulary (two
+// synthesized llamas that differ only in their weights) refuses it.
+TEST(Engine, SavedTableLoadsOnlyIntoTheSameModel) {
+  const std::string dir = std::filesystem::temp_directory_path() /
+                          ("goose_engine_fp_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::vector<std::unique_ptr<Model>> models;
+  for (uint64_t seed : {1, 2}) {
+    SynthParams sp;
+    sp.n_embd = 64;
+    sp.n_layer = 1;
+    sp.n_head = 4;
+    sp.n_head_kv = 4;
+    sp.n_ff = 128;
+    sp.seed = seed;
+    const std::string path = dir + "/m" + std::to_string(seed) + ".gguf";
+    ASSERT_TRUE(SynthesizeModel(sp, path).ok());
+    auto m = Model::Load(path);
+    ASSERT_TRUE(m.ok()) << m.status().message();
+    models.push_back(std::move(m).value());
+  }
+  ThreadPool pool(1);
+  Engine a(*models[0], 256, &pool), b(*models[1], 256, &pool), a2(*models[0], 256, &pool);
+  EXPECT_NE(a.model_fingerprint(), b.model_fingerprint());
+  EXPECT_EQ(a.model_fingerprint(), a2.model_fingerprint());
+  EXPECT_NE(a.model_fingerprint(), Engine(Tiny(), 64, &pool).model_fingerprint());
+  GenerateParams p;
+  p.n_predict = 16;
+  p.ignore_eos = true;
+  p.spec.method = SpecMethod::kTr;
+  ASSERT_TRUE(a.Generate(models[0]->tokenizer().Encode("Tom had a ball.", true), p).ok());
+  const std::string table = dir + "/tr.bin";
+  ASSERT_TRUE(a.table(SpecMethod::kTr)->Save(table).ok());
+  const Status st = b.table(SpecMethod::kTr)->Load(table);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("model mismatch"), std::string::npos) << st.message();
+  EXPECT_TRUE(a2.table(SpecMethod::kTr)->Load(table).ok());
+  // A TR (unigram-only) table does not load into GOOSE's bigram table of the same model.
+  EXPECT_FALSE(a2.table(SpecMethod::kGoose)->Load(table).ok());
+  std::filesystem::remove_all(dir);
 }
 
 // Tuned and paper GOOSE (and their keep / cold variants) learn separately: interleaving them
