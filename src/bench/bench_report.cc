@@ -84,7 +84,9 @@ std::vector<std::string> BestPerVariant(const json& r) {
     const double mat = row.at("mean_accepted_tokens");
     if (!best.count(v)) order.push_back(v);
     Best& b = best[v];
-    if ((fixed && !b.fixed) || (fixed == b.fixed && mat > b.mat)) b = {fixed, mat, row.at("config")};
+    if ((fixed && !b.fixed) || (fixed == b.fixed && mat > b.mat)) {
+      b = {fixed, mat, row.at("config")};
+    }
   }
   std::vector<std::string> out;
   for (const auto& v : order) out.push_back(best[v].config);

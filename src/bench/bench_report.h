@@ -9,8 +9,8 @@
 //   the verify-cost curves and the equality check (mismatches printed first and loudly).
 // - WritePlots(results, dir, &files): speedup_vs_budget.png (one line per variant: goose and
 //   goose+paper apart), mat_by_dataset.png and acceptance_by_depth.png (each variant at its
-//   fixed budget with the highest overall MAT; auto only for a variant without fixed budgets). gnuplot is run through popen with the pngcairo terminal (png if
-//   cairo is missing). An error when gnuplot is absent or fails (callers warn and go on);
+//   fixed budget with the highest overall MAT; auto only for a variant without fixed budgets).
+//   gnuplot is run through popen with the pngcairo terminal (png if cairo is missing). An error when gnuplot is absent or fails (callers warn and go on);
 //   the gnuplot scripts and data files stay in dir/plots_src for inspection.
 #pragma once
 

@@ -302,10 +302,8 @@ StatusOr<json> RunBench(const Model& model, ThreadPool* pool, const std::vector<
         cell.generated += static_cast<int64_t>(outputs[c].size());
         cell.decode_tokens += std::max<int64_t>(0, static_cast<int64_t>(outputs[c].size()) - 1);
         cell.decode_seconds += r->decode_seconds;
-        cell.prompt_tps.push_back(
-            r->decode_seconds > 0
-                ? std::max<double>(0, static_cast<double>(outputs[c].size()) - 1) / r->decode_seconds
-                : 0.0);
+        const double n_decoded = std::max<double>(0, double(outputs[c].size()) - 1);
+        cell.prompt_tps.push_back(r->decode_seconds > 0 ? n_decoded / r->decode_seconds : 0);
         cell.stats.Merge(r->stats);
         if (choosers[c]) {
           const auto& after = choosers[c]->chosen();

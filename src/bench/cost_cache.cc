@@ -161,8 +161,8 @@ StatusOr<CostCalibration> LoadOrMeasureCost(const Model& model, const std::strin
       cal.curve.clear();
     }
   }
-  GOOSE_ASSIGN_OR_RETURN(cal.curve,
-                         MeasureVerifyCost(model, pool, measure ? *measure : CalibrationOptions(model)));
+  const VerifyCostOptions options = measure ? *measure : CalibrationOptions(model);
+  GOOSE_ASSIGN_OR_RETURN(cal.curve, MeasureVerifyCost(model, pool, options));
   MakeMonotone(&cal.curve);
   nlohmann::json j;
   j["key"] = key;

@@ -76,8 +76,10 @@ StatusOr<std::vector<VerifyCostPoint>> MeasureVerifyCost(const Model& model, Thr
 }
 
 void MakeMonotone(std::vector<VerifyCostPoint>* curve) {
-  std::stable_sort(curve->begin(), curve->end(),
-                   [](const VerifyCostPoint& a, const VerifyCostPoint& b) { return a.nodes < b.nodes; });
+  auto by_nodes = [](const VerifyCostPoint& a, const VerifyCostPoint& b) {
+    return a.nodes < b.nodes;
+  };
+  std::stable_sort(curve->begin(), curve->end(), by_nodes);
   for (size_t i = curve->size(); i-- > 1;) {
     (*curve)[i - 1].seconds = std::min((*curve)[i - 1].seconds, (*curve)[i].seconds);
   }

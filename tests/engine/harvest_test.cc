@@ -124,7 +124,8 @@ void AddCycleRows(const std::vector<int32_t>& prompt, int32_t anchor, const Draf
   for (int i = 0; i < tree.size(); ++i) {
     seq[i] = i == 0 ? prompt : seq[tree.parents[i]];
     seq[i].push_back(tree.tokens[i]);
-    const int32_t prev = i > 0 ? tree.tokens[tree.parents[i]] : (root_has_prev ? prompt.back() : -1);
+    const int32_t root_prev = root_has_prev ? prompt.back() : -1;
+    const int32_t prev = i > 0 ? tree.tokens[tree.parents[i]] : root_prev;
     e->Row(prev, seq[i], /*bigram_tier=*/true);
   }
   ASSERT_EQ(tree.tokens[0], anchor);
