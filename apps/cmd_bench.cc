@@ -108,9 +108,7 @@ int RunBenchCommand(const BenchFlags& f) {
     auto cm = Model::Load(f.cost_model);
     if (!cm.ok()) return Fail(cm.status().message());
     if (!f.quiet) std::fprintf(stderr, "measuring verify cost of %s...\n", f.cost_model.c_str());
-    VerifyCostOptions vo = CalibrationOptions(**cm);
-    vo.reps = 3;
-    auto curve = MeasureVerifyCost(**cm, &pool, vo);
+    auto curve = MeasureCostModelCurve(**cm, &pool);
     if (!curve.ok()) return Fail(curve.status().message());
     opt.cost_model_cost = *curve;
   }

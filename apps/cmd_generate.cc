@@ -25,6 +25,7 @@ namespace {
 struct GenerateFlags {
   std::string model, prompt, prompt_file, spec = "none", preset, tr_cache, budget = "0";
   int n_predict = 128, n_ctx = 0, threads = 0, top_k = 40, branch_k = 0;
+  std::vector<int32_t> stop_tokens;
   float temp = 0.0f, top_p = 0.95f;
   uint64_t seed = 0;
   bool json = false, ignore_eos = false, no_bos = false, has_prompt = false, recalibrate = false;
@@ -95,6 +96,7 @@ int RunGenerate(const GenerateFlags& f) {
 
   params.n_predict = f.n_predict;
   params.ignore_eos = f.ignore_eos;
+  params.stop_tokens = f.stop_tokens;
   params.sampling.temp = f.temp;
   params.sampling.top_k = f.top_k;
   params.sampling.top_p = f.top_p;
@@ -120,11 +122,12 @@ int RunGenerate(const GenerateFlags& f) {
     chooser = std::make_shared<BudgetChooser>(ToCostSamples(cal->curve));
     params.spec.choose_budget = [chooser](const SpecStats& h) { return (*chooser)(h); };
   }
-  TransitionTable* table = engine.table(params.spec.method);
+  // A cached table is meant to be used (and saved back), so this request keeps its table.
+  if (!f.tr_cache.empty()) params.spec.keep_table = 1;
+  TransitionTable* table = engine.table(params.spec);
   if (!f.tr_cache.empty() && table && std::filesystem::exists(f.tr_cache)) {
     Status st = table->Load(f.tr_cache);
     if (!st.ok()) return Fail(st.message());
-    params.spec.keep_table = 1;  // a loaded table is meant to be used
   }
 
   StreamDecoder decoder(tok);
@@ -204,6 +207,8 @@ Runner AddGenerateCommand(CLI::App& app) {
       ->check(CLI::Range(1, 10));
   app.add_option("--tr-cache", f->tr_cache, "load/save the transition table from/to this file");
   app.add_flag("--ignore-eos", f->ignore_eos, "keep generating past end-of-sequence tokens");
+  app.add_option("--stop-token", f->stop_tokens, "also stop after this token id (repeatable)")
+      ->check(CLI::NonNegativeNumber);
   app.add_flag("--no-bos", f->no_bos, "do not prepend BOS to the prompt");
   app.add_flag("--json", f->json, "print one JSON object instead of streaming text");
   return [f] { return RunGenerate(*f); };

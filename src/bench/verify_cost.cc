@@ -140,8 +140,13 @@ CpuPeak EstimateCpuPeak(int threads) {
     if (colon != std::string::npos) mhz = std::max(mhz, std::atof(line.c_str() + colon + 1));
   }
   p.ghz = mhz / 1000.0;
-  const CpuLevel level = DetectCpuLevel();
-  if (level == CpuLevel::kAvx512) {
+  const CpuLevel level = ActiveCpuLevel();  // GOOSE_CPU may cap it
+  if (level == CpuLevel::kAmx) {
+    // AMX: one 16x16x64 int8 tile multiply (32768 ops) per 16 cycles per core.
+    p.path = "avx512-amx";
+    p.f32_flop_per_cycle = 64;
+    p.int8_op_per_cycle = 2048;
+  } else if (level == CpuLevel::kAvx512) {
     p.path = HasAvx512Vnni() ? "avx512-vnni" : "avx512";
     p.f32_flop_per_cycle = 64;
     p.int8_op_per_cycle = HasAvx512Vnni() ? 256 : 128;

@@ -106,6 +106,44 @@ TEST(Cli, SpecJsonHasPerSourceStats) {
   EXPECT_GT(s["mean_accepted_tokens"].get<double>(), 1.0);
 }
 
+// --stop-token ends generation right after the first occurrence of that id, for every method.
+TEST(Cli, StopTokenEndsGenerationAfterIt) {
+  const std::string base =
+      "generate -m " + Model() + " -p 'Lily and Tom went to the park.' -n 64 -t 1 --json";
+  const RunResult plain = Goose(base);
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  const auto all = nlohmann::json::parse(plain.out)["tokens"].get<std::vector<int>>();
+  const int32_t stop = 426;  // "." in this vocabulary
+  const auto first = std::find(all.begin(), all.end(), stop);
+  ASSERT_NE(first, all.end()) << "the plain text has no '.' to stop at";
+  const std::vector<int> want(all.begin(), first + 1);
+  for (const char* spec : {"none", "pld", "tr", "goose", "goose+paper"}) {
+    const RunResult r = Goose(base + " --spec " + spec + " --stop-token " + std::to_string(stop));
+    ASSERT_EQ(r.exit_code, 0) << spec << ": " << r.err;
+    EXPECT_EQ(nlohmann::json::parse(r.out)["tokens"].get<std::vector<int>>(), want) << spec;
+  }
+}
+
+// --tr-cache saves the table the method drafts from and loads it back into the same variant
+// (paper GOOSE too, whose table is otherwise reset per request); a table of another kind is
+// refused with a message.
+TEST(Cli, TrCacheRoundTripsPerVariant) {
+  const std::string cache = TempPath("table.bin");
+  const std::string base =
+      "generate -m " + Model() + " -p 'Lily and Tom went to the park. Lily and' -n 40 -t 1";
+  const RunResult plain = Goose(base);
+  for (int run = 0; run < 2; ++run) {
+    const RunResult r = Goose(base + " --spec goose+paper --tr-cache " + cache);
+    ASSERT_EQ(r.exit_code, 0) << run << ": " << r.err;
+    EXPECT_EQ(r.out, plain.out) << run;
+    EXPECT_TRUE(std::filesystem::exists(cache));
+  }
+  const RunResult other = Goose(base + " --spec tr --tr-cache " + cache);
+  EXPECT_NE(other.exit_code, 0);
+  EXPECT_NE(other.err.find("goose:"), std::string::npos) << other.err;
+  std::filesystem::remove(cache);
+}
+
 TEST(Cli, TokenizeMatchesReferencePromptTokens) {
   const nlohmann::json ref = ReferenceRecord(2);
   const RunResult r = Goose("tokenize -m " + Model() + " -p '" +
