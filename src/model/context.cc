@@ -18,6 +18,8 @@ namespace goose {
 namespace {
 // Below this many multiply-adds attention runs on the calling thread.
 constexpr int64_t kMinParallelAttention = 1 << 17;
+// Below this many elements SwiGLU runs on the calling thread.
+constexpr int64_t kMinParallelElementwise = 1 << 15;
 // Prefix keys scored (and values accumulated) per step for all queries of a task: a tile of
 // K or V rows stays in L1 while every query of the block uses it.
 constexpr int kKeyTile = 64;
@@ -265,7 +267,17 @@ Status Context::Forward(std::span<const int32_t> tokens, std::span<const int32_t
     }
     MatMul(L.w_gate, s.xn.data(), n, s.gate.data(), pool_);
     MatMul(L.w_up, s.xn.data(), n, s.up.data(), pool_);
-    SwiGlu(s.gate.data(), s.up.data(), n * c.n_ff, s.gate.data());
+    // Element-wise, so any split gives the same bits; split in whole vectors of 16.
+    const int64_t n_ffn = static_cast<int64_t>(n) * c.n_ff;
+    if (pool_ != nullptr && n_ffn >= kMinParallelElementwise) {
+      pool_->ParallelFor((n_ffn + 15) / 16, [&](int64_t b, int64_t e) {
+        const int64_t lo = 16 * b, hi = std::min(16 * e, n_ffn);
+        SwiGlu(s.gate.data() + lo, s.up.data() + lo, static_cast<int>(hi - lo),
+               s.gate.data() + lo);
+      });
+    } else {
+      SwiGlu(s.gate.data(), s.up.data(), static_cast<int>(n_ffn), s.gate.data());
+    }
     MatMul(L.w_down, s.gate.data(), n, s.tmp.data(), pool_);
     for (size_t e = 0; e < static_cast<size_t>(n) * c.n_embd; ++e) s.x[e] += s.tmp[e];
   }

@@ -1054,9 +1054,11 @@ void DirectQ4Q5_0(const uint8_t* base, int64_t rb, int cols, const Act& a, int t
 // The most tokens the direct kernel takes for dtype t (0: none). Beyond it the tile's unpack,
 // amortized over the batch, is cheaper than a reduction per token (measured break-even: Q8_0
 // and Q4_K about 4-8 tokens; Q4_0 / Q5_0, whose tiles cost more to unpack, beyond 8).
-int DirectMaxTok(DType t) {
+int DirectMaxTok(DType t, int kernel) {
   if (t == DType::kQ4_0 || t == DType::kQ5_0) return 8;
-  if (t == DType::kQ8_0 || t == DType::kQ4_K) return 4;
+  // Against AMX, whose cost is about that of a full 16-token chunk, the direct kernel pays up
+  // to 8 tokens.
+  if (t == DType::kQ8_0 || t == DType::kQ4_K) return kernel == 3 ? 8 : 4;
   return 0;
 }
 
@@ -1100,21 +1102,21 @@ void RunTiles(const WeightMatrix& wm, const Fmt& f, const Act& a, const qmm::Amx
   thread_local RowIR row;
   thread_local Tile tile;
   row.Resize(cols, f);
-  const bool direct = kernel >= 2 && n_tok <= DirectMaxTok(wm.dtype);
+  const bool direct = kernel >= 2 && n_tok <= DirectMaxTok(wm.dtype, kernel);
   for (int64_t ti = tile0; ti < tile1; ++ti) {
     const int64_t r0 = ti * w;
     const int nr = static_cast<int>(std::min<int64_t>(w, wm.rows - r0));
+    // The next tile, while it is this thread's and full: prefetched meanwhile (one tile ahead
+    // measured best: two tiles plus the current one overflow L1).
+    const bool ahead = ti + 1 < tile1 && (ti + 2) * w <= wm.rows;
+    const uint8_t* next =
+        ahead ? static_cast<const uint8_t*>(wm.data) + (r0 + w) * wm.row_bytes() : nullptr;
     if (direct && nr == 16) {
-      // Prefetch the next tile while it is this thread's and full (one tile ahead measured
-      // best: two tiles plus the current one overflow L1).
-      const bool ahead = ti + 1 < tile1 && (ti + 2) * w <= wm.rows;
-      const uint8_t* pf =
-          ahead ? static_cast<const uint8_t*>(wm.data) + (r0 + w) * wm.row_bytes() : nullptr;
-      RunDirect(wm, r0, a, n_tok, pf, out + r0);
+      RunDirect(wm, r0, a, n_tok, next, out + r0);
       continue;
     }
     if (amx != nullptr && nr == 16) {
-      qmm::AmxTile(wm, f, *amx, r0, out);
+      qmm::AmxTile(wm, f, *amx, r0, next, out);
       continue;
     }
     // (A partial tile under AMX runs the AVX-512 tile kernel: the same bits.)
@@ -1167,7 +1169,7 @@ void QMatMul(const WeightMatrix& w, const float* x, int n_tokens, float* out, Th
         a.bs.data() + static_cast<size_t>(t) * (cols / f.g));
   }
   thread_local qmm::AmxAct amx;
-  const bool use_amx = kernel == 3 && n_tokens > DirectMaxTok(w.dtype);
+  const bool use_amx = kernel == 3 && n_tokens > DirectMaxTok(w.dtype, kernel);
   if (use_amx) qmm::PackAmxAct(a, f, cols, n_tokens, &amx);
   const qmm::AmxAct* amx_act = use_amx ? &amx : nullptr;
   const int tw = kernel >= 2 ? 16 : kernel == 1 ? 8 : 1;

@@ -72,7 +72,9 @@ namespace {
 
 // One 16-row weight tile as A operands plus its per-row scales.
 struct WeightTile {
-  std::vector<uint8_t> q;     // [16][stride]: Q8_0: the rows' raw bytes; else u8 levels
+  std::vector<uint8_t> raw[2];  // the 16 rows' bytes: this tile's and the next one's (Stage)
+  const uint8_t* staged = nullptr;  // the rows raw[1] holds, if any
+  std::vector<uint8_t> q;     // [16][cols] u8 levels (formats other than Q8_0)
   std::vector<float> d, dmin;  // [block][16]
   std::vector<int32_t> sc;     // [group][16] (K-quants)
   std::vector<int32_t> mnp;    // [block][pair][16]: int16 (m_2p, m_2p+1) (K-quants)
@@ -266,38 +268,67 @@ void ConfigureTiles() {
                    : "=m"(*reinterpret_cast<int32_t(*)[256]>(c))        \
                    : "r"(c), "r"(64L))
 
-// c[row][token] = the group's integer dot products, via tile set 0 (tiles 0-2), set 1 (3-5)
-// or set 2 (0, 6, 7: groups of 16). The tile macros are inline asm that names tile numbers
-// literally, hence one branch per set. (Tile loads read memory the asm does not declare: the
-// buffers they read are written before a compiler barrier, or before the MatMul started.)
+// One group's integer dot products into a C tile, in two steps so that the multiply of the
+// next groups overlaps the float code of the current ones: Issue zeroes C, loads A (16 weight
+// rows) and B (16 tokens) and multiplies; Store writes c[row][token]. Tile set 0 (tiles 0-2),
+// set 1 (3-5) or set 2 (0, 6, 7: groups of 16). The tile macros are inline asm that names tile
+// numbers literally, hence one branch per set. (Tile loads read memory the asm does not
+// declare: the buffers they read are written before a compiler barrier, or before the MatMul.)
 template <int kSet, bool kSigned>
-inline void TileDot(const uint8_t* a, int64_t a_stride, const int8_t* b, int32_t* c) {
+inline void TileIssue(const uint8_t* a, int64_t a_stride, const int8_t* b) {
   if constexpr (kSet == 0) {
     _tile_zero(0);
     _tile_loadd(1, a, a_stride);
     _tile_loadd(2, b, 64);
     if constexpr (kSigned) _tile_dpbssd(0, 1, 2); else _tile_dpbusd(0, 1, 2);
-    GOOSE_TILE_STORE(0, c);
   } else if constexpr (kSet == 1) {
     _tile_zero(3);
     _tile_loadd(4, a, a_stride);
     _tile_loadd(5, b, 64);
     if constexpr (kSigned) _tile_dpbssd(3, 4, 5); else _tile_dpbusd(3, 4, 5);
-    GOOSE_TILE_STORE(3, c);
   } else {
     _tile_zero(0);
     _tile_loadd(6, a, a_stride);
     _tile_loadd(7, b, 64);
     if constexpr (kSigned) _tile_dpbssd(0, 6, 7); else _tile_dpbusd(0, 6, 7);
+  }
+}
+
+template <int kSet>
+inline void TileStore(int32_t* c) {
+  if constexpr (kSet == 1) {
+    GOOSE_TILE_STORE(3, c);
+  } else {
     GOOSE_TILE_STORE(0, c);
   }
 }
+
+template <int kSet, bool kSigned>
+inline void TileDot(const uint8_t* a, int64_t a_stride, const int8_t* b, int32_t* c) {
+  TileIssue<kSet, kSigned>(a, a_stride, b);
+  TileStore<kSet>(c);
+}
+
+// The next tile's raw rows, copied a slice per block into a staging buffer while this tile
+// computes: the copy's DRAM reads overlap the tile multiplies and float code instead of
+// running before them (the next AmxTile call then starts from cache). Empty: nothing ahead.
+struct Stage {
+  const uint8_t* src = nullptr;
+  uint8_t* dst = nullptr;
+  int64_t bytes = 0;
+  // The share of blocks [b0, b1) of n_blocks.
+  void Slice(int b0, int b1, int n_blocks) const {
+    if (src == nullptr) return;
+    const int64_t lo = bytes * b0 / n_blocks, hi = bytes * b1 / n_blocks;
+    std::memcpy(dst + lo, src + lo, hi - lo);
+  }
+};
 
 // Blocks of 32 (Q8_0, Q4_0, Q5_0) for one 16-token chunk: res[r] = row r's 16 tokens.
 // kSigned: Q8_0's signed levels (no offset term).
 template <bool kSigned>
 void ChunkBlocks32(const WeightTile& w, const uint8_t* a0, int64_t a_stride, int64_t a_step,
-                   int nsb, const AmxAct& x, int chunk, float (*res)[16]) {
+                   int nsb, const AmxAct& x, int chunk, const Stage& pf, float (*res)[16]) {
   alignas(64) int32_t c[2][256];
   // (Every loop over acc is fully unrolled, so the 16 accumulators stay in registers.)
   __m512 acc[16];
@@ -307,10 +338,19 @@ void ChunkBlocks32(const WeightTile& w, const uint8_t* a0, int64_t a_stride, int
   const float* dx = x.dx.data() + static_cast<size_t>(chunk) * nsb * 16;
   const int32_t* obs = x.obs.data() + static_cast<size_t>(chunk) * nsb * 16;
   const float* dv = w.d.data();
-  for (int b = 0; b < nsb; b += 2) {  // two blocks in flight: tile sets 0 and 1
+  // Blocks b, b + 1 on tile sets 0 and 1; the multiplies of b + 2, b + 3 are issued before
+  // the float code of b, b + 1 runs.
+  auto issue = [&](int b) {
+    TileIssue<0, kSigned>(a0 + b * a_step, a_stride, xb + b * 512);
+    if (b + 1 < nsb) TileIssue<1, kSigned>(a0 + (b + 1) * a_step, a_stride, xb + (b + 1) * 512);
+  };
+  issue(0);
+  for (int b = 0; b < nsb; b += 2) {
     const int nb = std::min(2, nsb - b);
-    TileDot<0, kSigned>(a0 + b * a_step, a_stride, xb + b * 512, c[0]);
-    if (nb == 2) TileDot<1, kSigned>(a0 + (b + 1) * a_step, a_stride, xb + (b + 1) * 512, c[1]);
+    pf.Slice(b, b + nb, nsb);
+    TileStore<0>(c[0]);
+    if (nb == 2) TileStore<1>(c[1]);
+    if (b + 2 < nsb) issue(b + 2);
     for (int h = 0; h < nb; ++h) {
       const __m512 dxv = _mm512_loadu_ps(dx + (b + h) * 16);
       const __m512i ov =
@@ -332,7 +372,7 @@ void ChunkBlocks32(const WeightTile& w, const uint8_t* a0, int64_t a_stride, int
 // K-quant super-blocks (groups of kG = 32 or 16) for one 16-token chunk.
 template <int kG>
 void ChunkSuperBlocks(const WeightTile& w, int cols, const AmxAct& x, int chunk,
-                      float (*res)[16]) {
+                      const Stage& pf, float (*res)[16]) {
   // (Every loop over acc is fully unrolled, so the 16 accumulators stay in registers.)
   __m512 acc[16];
 #pragma GCC unroll 16
@@ -344,6 +384,7 @@ void ChunkSuperBlocks(const WeightTile& w, int cols, const AmxAct& x, int chunk,
   const float* dx = x.dx.data() + static_cast<size_t>(chunk) * nsb * 16;
   const int32_t* bsp = x.bsp.data() + static_cast<size_t>(chunk) * nsb * kPairs * 16;
   for (int b = 0; b < nsb; ++b) {
+    pf.Slice(b, b + 1, nsb);
     const uint8_t* a = w.q.data() + b * 256;
     const int8_t* xg = xb + static_cast<size_t>(b) * 256 * 16;
     if constexpr (kG == 32) {
@@ -383,7 +424,8 @@ void ChunkSuperBlocks(const WeightTile& w, int cols, const AmxAct& x, int chunk,
 
 }  // namespace
 
-void AmxTile(const WeightMatrix& wm, const Fmt& f, const AmxAct& x, int64_t r0, float* out) {
+void AmxTile(const WeightMatrix& wm, const Fmt& f, const AmxAct& x, int64_t r0,
+             const uint8_t* next, float* out) {
   GOOSE_CHECK(r0 >= 0 && r0 + 16 <= wm.rows);
   ConfigureTiles();
   const int cols = static_cast<int>(wm.cols);
@@ -393,34 +435,45 @@ void AmxTile(const WeightMatrix& wm, const Fmt& f, const AmxAct& x, int64_t r0, 
   thread_local WeightTile w;
   w.d.resize(static_cast<size_t>(nsb) * 16);
   const bool q8 = wm.dtype == DType::kQ8_0;
+  // The rows as one sequential copy (the prefetchers stream it; tile loads or unpacking
+  // straight from DRAM, 16 rows side by side, stall), unless the previous call staged them.
+  const size_t bytes = static_cast<size_t>(16) * rb;
+  for (auto& r : w.raw) r.resize(bytes);
+  if (w.staged == src) {
+    std::swap(w.raw[0], w.raw[1]);
+  } else {
+    std::memcpy(w.raw[0].data(), src, bytes);
+  }
+  w.staged = nullptr;
+  const uint8_t* rows_bytes = w.raw[0].data();
   if (q8) {
-    // One sequential copy of the 16 rows (the prefetchers stream it), then tile loads from
-    // cache; tile loads straight from DRAM, 16 rows side by side, stall.
-    w.q.resize(static_cast<size_t>(16) * rb);
-    std::memcpy(w.q.data(), src, w.q.size());
     const __m512i rows = _mm512_mullo_epi32(
         _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
         _mm512_set1_epi32(static_cast<int32_t>(rb)));
-    for (int b = 0; b < nsb; ++b) _mm512_storeu_ps(&w.d[b * 16], GatherF16(w.q.data() + b * 34, rows));
+    for (int b = 0; b < nsb; ++b) {
+      _mm512_storeu_ps(&w.d[b * 16], GatherF16(rows_bytes + b * 34, rows));
+    }
   } else {
     w.q.resize(static_cast<size_t>(16) * cols);
     w.dmin.resize(w.d.size());
     w.sc.resize(static_cast<size_t>(ng) * 16);
     w.mnp.resize(static_cast<size_t>(nsb) * (f.sb / f.g / 2) * 16);
-    UnpackTile(wm.dtype, src, rb, cols, &w);
+    UnpackTile(wm.dtype, rows_bytes, rb, cols, &w);
   }
   __asm__ volatile("" ::: "memory");  // tile loads are asm without a memory clobber
 
   for (int chunk = 0; chunk < x.n_chunks; ++chunk) {
     alignas(64) float res[16][16];
+    Stage pf;
+    if (chunk == 0 && next != nullptr) pf = {next, w.raw[1].data(), static_cast<int64_t>(bytes)};
     if (q8) {
-      ChunkBlocks32<true>(w, w.q.data() + 2, rb, 34, nsb, x, chunk, res);
+      ChunkBlocks32<true>(w, rows_bytes + 2, rb, 34, nsb, x, chunk, pf, res);
     } else if (!f.k) {
-      ChunkBlocks32<false>(w, w.q.data(), cols, 32, nsb, x, chunk, res);
+      ChunkBlocks32<false>(w, w.q.data(), cols, 32, nsb, x, chunk, pf, res);
     } else if (f.g == 32) {
-      ChunkSuperBlocks<32>(w, cols, x, chunk, res);
+      ChunkSuperBlocks<32>(w, cols, x, chunk, pf, res);
     } else {
-      ChunkSuperBlocks<16>(w, cols, x, chunk, res);
+      ChunkSuperBlocks<16>(w, cols, x, chunk, pf, res);
     }
     const int n = std::min(16, x.n_tok - chunk * 16);
     for (int t = 0; t < n; ++t) {
@@ -428,6 +481,9 @@ void AmxTile(const WeightMatrix& wm, const Fmt& f, const AmxAct& x, int64_t r0, 
       for (int r = 0; r < 16; ++r) o[r] = res[r][t];
     }
   }
+  // Chunk 0 staged all of `next` (the caller passes it only within one claimed run of tiles,
+  // so nothing stays staged after the MatMul).
+  w.staged = next;
 }
 
 #pragma GCC pop_options
