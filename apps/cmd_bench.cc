@@ -55,14 +55,14 @@ int RunBenchCommand(const BenchFlags& f) {
   const std::vector<std::string> methods = Split(f.methods);
   std::vector<int> budgets;
   for (const std::string& b : Split(f.budgets)) {
-    if (b == "auto") {
-      budgets.push_back(kAutoBudget);
+    if (b == "auto" || b == "auto-cm") {
+      budgets.push_back(b == "auto" ? kAutoBudget : kAutoCostModelBudget);
       continue;
     }
     char* end = nullptr;
     const long v = std::strtol(b.c_str(), &end, 10);
     if (b.empty() || *end || v < 1 || v > 128) {
-      return Fail("--budgets: '" + b + "' is neither 1..128 nor 'auto'");
+      return Fail("--budgets: '" + b + "' is neither 1..128 nor 'auto' / 'auto-cm'");
     }
     budgets.push_back(static_cast<int>(v));
   }
@@ -188,7 +188,9 @@ Runner AddBenchCommand(CLI::App& app) {
   app.add_option("--data", f->data, "data sets: name[:category][:count],...");
   app.add_option("--data-dir", f->data_dir, "folder of the prompt sets (default ../shared/data)");
   app.add_option("--methods", f->methods, "methods, comma-separated (none always runs)");
-  app.add_option("--budgets", f->budgets, "node budgets incl. root, comma-separated, or auto");
+  app.add_option("--budgets", f->budgets,
+                 "node budgets incl. root, comma-separated; auto (cost-aware on this model) or "
+                 "auto-cm (cost-aware on --cost-model's curve)");
   app.add_option("--n-prompts", f->n_prompts, "prompts per data set")->check(CLI::Range(1, 100000));
   app.add_option("--max-tokens", f->max_tokens, "tokens per prompt")->check(CLI::Range(1, 1 << 20));
   app.add_option("--temp", f->temp, "temperature (0 = greedy)")->check(CLI::Range(0.0, 100.0));

@@ -80,7 +80,7 @@ std::vector<std::string> BestPerVariant(const json& r) {
   std::map<std::string, Best> best;
   for (const auto& row : r.at("summary")) {
     const std::string v = Variant(row);
-    const bool fixed = row.at("budget") != "auto";
+    const bool fixed = row.at("budget") != "auto" && row.at("budget") != "auto-cm";
     const double mat = row.at("mean_accepted_tokens");
     if (!best.count(v)) order.push_back(v);
     Best& b = best[v];

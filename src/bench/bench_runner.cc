@@ -151,6 +151,7 @@ double MeanRelativeCost(const SpecStats& s, const std::vector<double>& cost) {
 
 std::string BenchConfig::BudgetLabel() const {
   if (budget == kAutoBudget) return "auto";
+  if (budget == kAutoCostModelBudget) return "auto-cm";
   if (budget <= 0 || method == SpecMethod::kNone || method == SpecMethod::kPld ||
       method == SpecMethod::kTr) {
     return "default";
@@ -264,9 +265,16 @@ StatusOr<json> RunBench(const Model& model, ThreadPool* pool, const std::vector<
     gp.sampling.seed = opt.seed;
     gp.spec = configs[c].spec;
     gp.spec.budget = configs[c].budget > 0 ? configs[c].budget : 0;
-    if (configs[c].budget == kAutoBudget) {
-      if (opt.model_cost.empty()) return Status::Error("--budget auto needs a cost curve");
-      choosers[c] = std::make_unique<BudgetChooser>(ToCostSamples(model_curve));
+    if (configs[c].budget == kAutoBudget || configs[c].budget == kAutoCostModelBudget) {
+      const bool on_cost_model = configs[c].budget == kAutoCostModelBudget;
+      if (on_cost_model && opt.cost_model_cost.empty()) {
+        return Status::Error("budget auto-cm needs --cost-model");
+      }
+      if (!on_cost_model && opt.model_cost.empty()) {
+        return Status::Error("--budget auto needs a cost curve");
+      }
+      choosers[c] = std::make_unique<BudgetChooser>(
+          ToCostSamples(on_cost_model ? cost_model_curve : model_curve));
       BudgetChooser* ch = choosers[c].get();
       gp.spec.choose_budget = [ch](const SpecStats& h) { return (*ch)(h); };
     }

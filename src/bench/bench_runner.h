@@ -37,14 +37,17 @@
 namespace goose {
 
 constexpr int kAutoBudget = -1;
+// `auto-cm`: the same chooser on the cost model's curve (--cost-model): the budgets it would
+// pick on that machine-and-model, so that its projected speedup is the honest one for auto.
+constexpr int kAutoCostModelBudget = -2;
 
 struct BenchConfig {
   SpecMethod method = SpecMethod::kNone;
-  int budget = 0;  // 0 = method default, kAutoBudget = auto
+  int budget = 0;  // 0 = method default, kAutoBudget = auto, kAutoCostModelBudget = auto-cm
   std::string variant;  // ParseSpecVariant name ("goose+paper"); empty = the plain method
   SpecParams spec;      // the parsed variant (method == spec.method)
   std::string Label() const;        // "goose@32", "tr", "goose@auto"
-  std::string BudgetLabel() const;  // "32", "auto", "default"
+  std::string BudgetLabel() const;  // "32", "auto", "auto-cm", "default"
 };
 
 // none first, then the requested methods as described above (duplicates dropped).

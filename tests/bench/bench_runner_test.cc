@@ -138,6 +138,25 @@ TEST_F(RunBenchTest, OutputsMatchPlainAndSchemaHolds) {
   EXPECT_NE(md.find("Projection, not a measurement"), std::string::npos);
 }
 
+// auto-cm chooses on the cost model's curve: here trees are nearly free there (c(16) = 1.2 c(1))
+// and costly on the model under test (c(16) = 2 c(1), c(64) = 10 c(1)), so it builds larger
+// trees than auto; without a cost model it is an error.
+TEST_F(RunBenchTest, AutoOnTheCostModelFollowsItsCurve) {
+  ThreadPool pool(1);
+  const auto configs = MakeConfigs({SpecMethod::kGoose}, {kAutoBudget, kAutoCostModelBudget});
+  ASSERT_EQ(configs.size(), 3u);
+  EXPECT_EQ(configs[2].Label(), "goose@auto-cm");
+  opt_.model_cost = {{1, 1e-4}, {2, 4e-4}, {16, 1e-3}, {64, 1e-2}};
+  auto r = RunBench(*model_, &pool, sets_, configs, opt_);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  const json& j = *r;
+  EXPECT_EQ(j["equality"]["mismatching_prompts"], 0);
+  EXPECT_GT(j["summary"][2]["mean_tree_nodes"].get<double>(),
+            j["summary"][1]["mean_tree_nodes"].get<double>());
+  opt_.cost_model_cost.clear();
+  EXPECT_FALSE(RunBench(*model_, &pool, sets_, configs, opt_).ok());
+}
+
 TEST_F(RunBenchTest, EqualityCheckCatchesAnInjectedMismatch) {
   ThreadPool pool(1);
   const auto configs = MakeConfigs({SpecMethod::kTr}, {});
