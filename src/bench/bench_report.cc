@@ -237,8 +237,9 @@ Status WritePlots(const json& r, const std::string& dir, std::vector<std::string
     if (std::find(methods.begin(), methods.end(), m) == methods.end()) methods.push_back(m);
   }
   if (budgets.empty()) budgets.push_back("default");
-  {
-    std::ofstream f(src / "speedup.dat");
+  // One column per variant, one row per budget, of summary field `key`.
+  auto by_budget = [&](const char* key, const std::string& file) {
+    std::ofstream f(src / file);
     f << "budget";
     for (const auto& m : methods) f << "\t\"" << m << "\"";
     f << "\n";
@@ -247,21 +248,36 @@ Status WritePlots(const json& r, const std::string& dir, std::vector<std::string
       for (const auto& m : methods) {
         double v = NAN;
         for (const auto& row : r.at("summary")) {
-          if (Variant(row) == m && (row["budget"] == b || row["budget"] == "default")) {
-            v = row["speedup"];
+          if (Variant(row) == m && (row["budget"] == b || row["budget"] == "default") &&
+              row[key].is_number()) {
+            v = row[key];
           }
         }
         f << "\t" << (std::isnan(v) ? std::string("NaN") : Fmt("%.4f", v));
       }
       f << "\n";
     }
+  };
+  auto plot_by_budget = [&](const std::string& file, const std::string& png,
+                            const std::string& title) {
+    script += "set output '" + (fs::path(dir) / png).string() + "'\n"
+              "set title '" + title + "'\n"
+              "set xlabel 'budget (nodes incl. root)'\nset ylabel 'speedup'\n"
+              "plot for [i=2:" + std::to_string(methods.size() + 1) + "] '" +
+              (src / file).string() +
+              "' using i:xtic(1) with linespoints lw 2 title columnheader(i)\n";
+  };
+  by_budget("speedup", "speedup.dat");
+  plot_by_budget("speedup.dat", "speedup_vs_budget.png",
+                 "Measured speedup over none vs node budget (all data sets)");
+  // 1b. With a cost model: the projected speedup (clearly labelled as such).
+  const bool projected = r.at("summary").size() > 0 &&
+                         r.at("summary")[0]["projected_speedup"].is_number();
+  if (projected) {
+    by_budget("projected_speedup", "projected.dat");
+    plot_by_budget("projected.dat", "projected_speedup_vs_budget.png",
+                   "PROJECTED speedup on the cost model (MAT / mean c(n)/c(1)), not measured");
   }
-  script += "set output '" + (fs::path(dir) / "speedup_vs_budget.png").string() + "'\n"
-            "set title 'Measured speedup over none vs node budget (all data sets)'\n"
-            "set xlabel 'budget (nodes incl. root)'\nset ylabel 'speedup'\n"
-            "plot for [i=2:" + std::to_string(methods.size() + 1) + "] '" +
-            (src / "speedup.dat").string() +
-            "' using i:xtic(1) with linespoints lw 2 title columnheader(i)\n";
   // 2. MAT per data set, each variant at its best fixed budget (by MAT).
   const std::vector<std::string> sets = DataSets(r);
   const std::vector<std::string> best = BestPerVariant(r);
@@ -333,7 +349,10 @@ Status WritePlots(const json& r, const std::string& dir, std::vector<std::string
   }
   const std::string out = RunCapture("gnuplot " + Quote((src / "plots.gp").string()) + " 2>&1", &rc);
   if (rc != 0) return Status::Error("gnuplot failed on " + (src / "plots.gp").string() + ": " + out);
-  for (const char* name : {"speedup_vs_budget.png", "mat_by_dataset.png", "acceptance_by_depth.png"}) {
+  std::vector<std::string> pngs = {"speedup_vs_budget.png", "mat_by_dataset.png",
+                                    "acceptance_by_depth.png"};
+  if (projected) pngs.push_back("projected_speedup_vs_budget.png");
+  for (const std::string& name : pngs) {
     const fs::path p = fs::path(dir) / name;
     if (!fs::exists(p, ec) || fs::file_size(p, ec) == 0) {
       return Status::Error("gnuplot did not write " + p.string() + ": " + out);

@@ -50,6 +50,7 @@ TEST(BenchCli, TinyRunWritesResultsTableAndPlots) {
     ASSERT_TRUE(fs::exists(p)) << p;
     EXPECT_GT(fs::file_size(p), 100u) << p;
   }
+  EXPECT_FALSE(fs::exists(fs::path(dir) / "out" / "projected_speedup_vs_budget.png"));
   std::ifstream png(dir + "/out/mat_by_dataset.png", std::ios::binary);
   char magic[4] = {};
   png.read(magic, 4);
@@ -79,7 +80,7 @@ TEST(BenchCli, AutoBudgetProjectionAndMismatchExitCode) {
   const std::string dir = testing::TempDir("cli_auto");
   const std::string cmd = Goose() + " bench -m " + testing::TinyModel() + " --data-dir " +
                           testing::DataDir() +
-                          " --data tinystories:2 --methods pld,goose --budgets 8,auto"
+                          " --data tinystories:2 --methods pld,goose --budgets 8,auto,auto-cm"
                           " --max-tokens 16 -t 1 --quiet --cost-model " + testing::TinyModel() +
                           " --out " + dir + "/out";
   const std::string env = "XDG_CACHE_HOME=" + dir + "/cache ";
@@ -95,7 +96,12 @@ TEST(BenchCli, AutoBudgetProjectionAndMismatchExitCode) {
     EXPECT_TRUE(row["relative_cost_cost_model"].is_number()) << row["config"];
     EXPECT_TRUE(row["speedup_per_prompt"].is_object()) << row["config"];
   }
-  EXPECT_EQ(configs, (std::vector<std::string>{"none", "pld", "goose@8", "goose@auto"}));
+  EXPECT_EQ(configs, (std::vector<std::string>{"none", "pld", "goose@8", "goose@auto",
+                                                "goose@auto-cm"}));
+  // With a cost model the projection has its own plot (the measured one stays separate).
+  const fs::path projected = fs::path(dir) / "out" / "projected_speedup_vs_budget.png";
+  ASSERT_TRUE(fs::exists(projected));
+  EXPECT_GT(fs::file_size(projected), 100u);
   const nlohmann::json& autob = j["summary"][3];
   EXPECT_FALSE(autob["auto_budgets"].empty());
   EXPECT_TRUE(j["verify_cost"]["cost_model"].is_array());
