@@ -11,8 +11,10 @@
 // Operands: A = 16 weight rows x K bytes, row-major (Q8_0's signed levels copied straight from
 // its blocks; the other formats unpacked to unsigned levels), B = 16 tokens' int8 activations
 // in the VNNI layout [K / 4][16 tokens][4] (PackAmxAct, once per MatMul), K = the format's
-// group (32, or 16 for Q6_K). Tiles 0-5 take groups of 32 in two alternating sets, so one
-// set's multiply overlaps the other's float code; tiles 6-7 take Q6_K's groups of 16.
+// group (32, or 16 for Q6_K). Tiles 0-5 take groups of 32 in two sets; for blocks of 32 the
+// multiplies of the next two blocks are issued before the float code of these two runs. Tiles
+// 6-7 take Q6_K's groups of 16. While a tile computes, the next tile's rows are copied in
+// slices into a staging buffer, so their DRAM reads overlap the arithmetic.
 #include <immintrin.h>
 
 #include <algorithm>

@@ -8,22 +8,12 @@
 #include <memory>
 
 #include "engine/engine.h"
+#include "engine/engine_test_util.h"
 #include "engine/report.h"
 #include "synth/synth.h"
 
 namespace goose {
 namespace {
-
-const Model& Tiny() {
-  static const std::unique_ptr<Model> m = [] {
-    const char* env = std::getenv("GOOSE_SHARED");
-    const std::string dir = env && *env ? env : GOOSE_SHARED_DIR;
-    auto r = Model::Load(dir + "/models/stories260K.gguf");
-    if (!r.ok()) std::abort();
-    return std::move(r).value();
-  }();
-  return *m;
-}
 
 std::vector<int32_t> Prompt(const std::string& text) { return Tiny().tokenizer().Encode(text, true); }
 
