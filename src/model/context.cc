@@ -56,7 +56,7 @@ Context::Context(const Model& model, int n_ctx, ThreadPool* pool)
     : model_(model), pool_(pool), impl_(std::make_unique<Impl>()) {
   const LlamaConfig& c = model.config();
   GOOSE_CHECK(n_ctx >= 0);
-  n_ctx_ = n_ctx > 0 ? n_ctx : std::min(c.n_ctx_train, 4096);
+  n_ctx_ = ContextSize(c, n_ctx);
   impl_->q_dim = c.n_head * c.head_dim;
   impl_->kv_dim = c.n_head_kv * c.head_dim;
   const size_t kv = static_cast<size_t>(c.n_layer) * n_ctx_ * impl_->kv_dim;

@@ -117,7 +117,7 @@ class TensorReader {
 }  // namespace
 
 int ContextSize(const LlamaConfig& config, int n_ctx) {
-  return n_ctx > 0 ? n_ctx : std::min(config.n_ctx_train, 4096);  // as Context's constructor
+  return n_ctx > 0 ? n_ctx : std::min(config.n_ctx_train, 4096);
 }
 
 uint64_t KvCacheBytes(const LlamaConfig& config, int n_ctx) {
