@@ -43,10 +43,6 @@ StatusOr<std::vector<VerifyCostPoint>> MeasureVerifyCost(const Model& model, Thr
                                    opt.prefix, max_nodes, model_ctx));
   }
   Context ctx(model, opt.prefix + max_nodes + 1, pool);
-  if (ctx.n_ctx() < opt.prefix + max_nodes) {
-    return Status::Error(StrFormat("prefix %d + %d nodes exceed the context of %d", opt.prefix,
-                                   max_nodes, ctx.n_ctx()));
-  }
   SplitMix64 rng(opt.seed);
   const int n_vocab = model.config().n_vocab;
   std::vector<int32_t> prefix(opt.prefix);
