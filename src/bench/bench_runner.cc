@@ -308,9 +308,9 @@ StatusOr<json> RunBench(const Model& model, ThreadPool* pool, const std::vector<
         Cell& cell = cells[s][c];
         ++cell.prompts;
         cell.generated += static_cast<int64_t>(outputs[c].size());
-        cell.decode_tokens += std::max<int64_t>(0, static_cast<int64_t>(outputs[c].size()) - 1);
+        const int64_t n_decoded = std::max<int64_t>(0, static_cast<int64_t>(outputs[c].size()) - 1);
+        cell.decode_tokens += n_decoded;
         cell.decode_seconds += r->decode_seconds;
-        const double n_decoded = std::max<double>(0, double(outputs[c].size()) - 1);
         cell.prompt_tps.push_back(r->decode_seconds > 0 ? n_decoded / r->decode_seconds : 0);
         cell.stats.Merge(r->stats);
         if (choosers[c]) {
