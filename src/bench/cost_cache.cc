@@ -31,8 +31,9 @@ fs::path CacheDir() {
   return fs::path("/tmp") / "goose-cache";
 }
 
-// FNV-1a over the model file's size and its first and last 64 KiB.
-StatusOr<std::pair<uint64_t, uint64_t>> ModelHash(const std::string& model_path) {
+// "<hash>-<bytes>": FNV-1a over the model file's size and its first and last 64 KiB (hex), and
+// the size. Names the cache file and is the key's "model".
+StatusOr<std::string> ModelId(const std::string& model_path) {
   std::ifstream in(model_path, std::ios::binary);
   if (!in) return Status::Error("cannot read model '" + model_path + "' to key the cost cache");
   in.seekg(0, std::ios::end);
@@ -47,7 +48,10 @@ StatusOr<std::pair<uint64_t, uint64_t>> ModelHash(const std::string& model_path)
   in.read(buf.data(), buf.size());
   h = Fnv1a(buf.data(), buf.size(), h);
   if (!in) return Status::Error("cannot read model '" + model_path + "' to key the cost cache");
-  return std::make_pair(h, size);
+  char id[64];
+  std::snprintf(id, sizeof(id), "%016llx-%llu", static_cast<unsigned long long>(h),
+                static_cast<unsigned long long>(size));
+  return std::string(id);
 }
 
 // The running binary's size and modification time: a rebuilt goose (other kernels, other
@@ -78,27 +82,28 @@ std::string KeyDifference(const nlohmann::json& cached, const nlohmann::json& wa
   return diff;
 }
 
-}  // namespace
-
-StatusOr<std::string> CostCachePath(const std::string& model_path, int threads) {
-  GOOSE_ASSIGN_OR_RETURN(const auto hash, ModelHash(model_path));
-  char name[96];
-  std::snprintf(name, sizeof(name), "cost-%016llx-%llu-t%d.json",
-                static_cast<unsigned long long>(hash.first),
-                static_cast<unsigned long long>(hash.second), threads);
-  return (CacheDir() / name).string();
+std::string CachePathFor(const std::string& model_id, int threads) {
+  return (CacheDir() / ("cost-" + model_id + "-t" + std::to_string(threads) + ".json")).string();
 }
 
-StatusOr<nlohmann::json> CostCacheKey(const std::string& model_path, int threads) {
-  GOOSE_ASSIGN_OR_RETURN(const auto hash, ModelHash(model_path));
-  char model[64];
-  std::snprintf(model, sizeof(model), "%016llx-%llu", static_cast<unsigned long long>(hash.first),
-                static_cast<unsigned long long>(hash.second));
-  return nlohmann::json{{"model", model},
+nlohmann::json CacheKeyFor(const std::string& model_id, int threads) {
+  return nlohmann::json{{"model", model_id},
                         {"threads", threads},
                         {"cpu", MachineJson().value("cpu", "unknown")},
                         {"isa", IsaLevel()},
                         {"build", BuildId()}};
+}
+
+}  // namespace
+
+StatusOr<std::string> CostCachePath(const std::string& model_path, int threads) {
+  GOOSE_ASSIGN_OR_RETURN(const std::string id, ModelId(model_path));
+  return CachePathFor(id, threads);
+}
+
+StatusOr<nlohmann::json> CostCacheKey(const std::string& model_path, int threads) {
+  GOOSE_ASSIGN_OR_RETURN(const std::string id, ModelId(model_path));
+  return CacheKeyFor(id, threads);
 }
 
 VerifyCostOptions CalibrationOptions(const Model& model) {
@@ -128,8 +133,9 @@ StatusOr<CostCalibration> LoadOrMeasureCost(const Model& model, const std::strin
                                             ThreadPool* pool, bool recalibrate,
                                             const VerifyCostOptions* measure) {
   CostCalibration cal;
-  GOOSE_ASSIGN_OR_RETURN(cal.cache_path, CostCachePath(model_path, pool->size()));
-  GOOSE_ASSIGN_OR_RETURN(const nlohmann::json key, CostCacheKey(model_path, pool->size()));
+  GOOSE_ASSIGN_OR_RETURN(const std::string model_id, ModelId(model_path));  // read once
+  cal.cache_path = CachePathFor(model_id, pool->size());
+  const nlohmann::json key = CacheKeyFor(model_id, pool->size());
   if (!recalibrate) {
     std::ifstream in(cal.cache_path);
     if (in) {
