@@ -198,14 +198,16 @@ Status Context::Forward(std::span<const int32_t> tokens, std::span<const int32_t
         const size_t kv_off = static_cast<size_t>(g) * hd;
         const float* k_head = k_layer + kv_off;
         const float* v_head = v_layer + kv_off;
-        // Row m of `scores` (n_ctx wide) belongs to query (i0 + m / group, head g * group + m % group).
+        // Row m of `scores` (n_ctx wide) belongs to query i0 + m / group, head
+        // g * group + m % group.
         auto row = [&](int m) { return scores + static_cast<size_t>(m) * n_ctx_; };
         auto query = [&](int m) {
           return s.q.data() + static_cast<size_t>(i0 + m / group) * s.q_dim +
                  (g * group + m % group) * hd;
         };
         auto output = [&](int m) {
-          return attn + static_cast<size_t>(i0 + m / group) * s.q_dim + (g * group + m % group) * hd;
+          return attn + static_cast<size_t>(i0 + m / group) * s.q_dim +
+                 (g * group + m % group) * hd;
         };
         const int rows = (i1 - i0) * group;
         for (int j0 = 0; j0 < n_past_; j0 += kKeyTile) {

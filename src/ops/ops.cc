@@ -92,7 +92,9 @@ const Kernels kKernels[] = {GOOSE_KERNELS(kern_base), GOOSE_KERNELS(kern_avx2),
 
 // The f32 kernels have no AMX code: that level runs their AVX-512 build.
 const Kernels& Active() {
-  return kKernels[std::min(static_cast<int>(ActiveCpuLevel()), static_cast<int>(CpuLevel::kAvx512))];
+  const int level = std::min(static_cast<int>(ActiveCpuLevel()),
+                             static_cast<int>(CpuLevel::kAvx512));
+  return kKernels[level];
 }
 
 // Rows converted to f32 per MatMul step: the block's weights are read from memory once and

@@ -113,7 +113,9 @@ void UnpackTile(DType t, const uint8_t* src, int64_t rb, int cols, WeightTile* w
     case DType::kQ5_0: {
       const bool five = t == DType::kQ5_0;
       const int bb = five ? 22 : 18;
-      for (int b = 0; b < cols / 32; ++b) _mm512_storeu_ps(&w->d[b * 16], GatherF16(src + b * bb, rows));
+      for (int b = 0; b < cols / 32; ++b) {
+        _mm512_storeu_ps(&w->d[b * 16], GatherF16(src + b * bb, rows));
+      }
       for (int r = 0; r < 16; ++r) {
         const uint8_t* row = src + r * rb;
         uint8_t* lv = w->q.data() + static_cast<size_t>(r) * cols;
@@ -203,8 +205,9 @@ void UnpackTile(DType t, const uint8_t* src, int64_t rb, int cols, WeightTile* w
         }
         for (int p = 0; p < 8; ++p) {  // m = 32 * sc as int16 pairs
           _mm512_storeu_si512(&w->mnp[(b * 8 + p) * 16],
-                              _mm512_or_si512(_mm512_and_si512(_mm512_slli_epi32(sc[2 * p], 5), m16),
-                                              _mm512_slli_epi32(sc[2 * p + 1], 21)));
+                              _mm512_or_si512(
+                                  _mm512_and_si512(_mm512_slli_epi32(sc[2 * p], 5), m16),
+                                  _mm512_slli_epi32(sc[2 * p + 1], 21)));
         }
       }
       const __m256i m3 = _mm256_set1_epi8(3);
@@ -407,8 +410,8 @@ void ChunkSuperBlocks(const WeightTile& w, int cols, const AmxAct& x, int chunk,
       __m512i i1 = _mm512_setzero_si512(), i2 = _mm512_setzero_si512();
 #pragma GCC unroll 16
       for (int g = 0; g < kGpb; ++g) {
-        i1 = _mm512_add_epi32(
-            i1, _mm512_mullo_epi32(_mm512_set1_epi32(sc[g * 16 + r]), _mm512_load_si512(c[g] + r * 16)));
+        const __m512i s = _mm512_load_si512(c[g] + r * 16);
+        i1 = _mm512_add_epi32(i1, _mm512_mullo_epi32(_mm512_set1_epi32(sc[g * 16 + r]), s));
       }
 #pragma GCC unroll 8
       for (int p = 0; p < kPairs; ++p) {
