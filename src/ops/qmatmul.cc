@@ -1094,29 +1094,33 @@ void RunDirect(const WeightMatrix& wm, int64_t r0, const Act& a, int n_tok, cons
 namespace {
 
 // Row tiles [tile0, tile1) of width w: unpack once, apply to all tokens (or, for a few tokens,
-// the direct kernels on full tiles; with AMX, the tile multiplies on full tiles).
+// the direct kernels on full tiles; with AMX, the tile multiplies on full tiles). `follow`: the
+// first tile of this thread's next run (-1: none), so that the prefetch ahead continues into it.
 void RunTiles(const WeightMatrix& wm, const Fmt& f, const Act& a, const qmm::AmxAct* amx,
-              int n_tok, float* out, int kernel, int64_t tile0, int64_t tile1) {
+              int n_tok, float* out, int kernel, int64_t tile0, int64_t tile1, int64_t follow) {
   const int w = kernel >= 2 ? 16 : kernel == 1 ? 8 : 1;
   const int cols = static_cast<int>(wm.cols);
   thread_local RowIR row;
   thread_local Tile tile;
   row.Resize(cols, f);
   const bool direct = kernel >= 2 && n_tok <= DirectMaxTok(wm.dtype, kernel);
+  // The rows of the k-th tile after ti in this thread's order, while it is full (else null).
+  auto ahead = [&](int64_t ti, int k) -> const uint8_t* {
+    int64_t t = ti + k;
+    if (t >= tile1) t = follow < 0 ? -1 : follow + (t - tile1);
+    if (t < 0 || (t + 1) * w > wm.rows) return nullptr;
+    return static_cast<const uint8_t*>(wm.data) + t * w * wm.row_bytes();
+  };
   for (int64_t ti = tile0; ti < tile1; ++ti) {
     const int64_t r0 = ti * w;
     const int nr = static_cast<int>(std::min<int64_t>(w, wm.rows - r0));
-    // The next tile, while it is this thread's and full: prefetched meanwhile (one tile ahead
-    // measured best: two tiles plus the current one overflow L1).
-    const bool ahead = ti + 1 < tile1 && (ti + 2) * w <= wm.rows;
-    const uint8_t* next =
-        ahead ? static_cast<const uint8_t*>(wm.data) + (r0 + w) * wm.row_bytes() : nullptr;
     if (direct && nr == 16) {
-      RunDirect(wm, r0, a, n_tok, next, out + r0);
+      // One tile ahead measured best here: two tiles plus the current one overflow L1.
+      RunDirect(wm, r0, a, n_tok, ahead(ti, 1), out + r0);
       continue;
     }
     if (amx != nullptr && nr == 16) {
-      qmm::AmxTile(wm, f, *amx, r0, next, out);
+      qmm::AmxTile(wm, f, *amx, r0, ahead(ti, 1), ahead(ti, 2), out);
       continue;
     }
     // (A partial tile under AMX runs the AVX-512 tile kernel: the same bits.)
@@ -1177,18 +1181,23 @@ void QMatMul(const WeightMatrix& w, const float* x, int n_tokens, float* out, Th
   const int64_t work = w.rows * w.cols * n_tokens;
   const Act& act = a;
   if (pool == nullptr || pool->size() == 1 || work < kMinParallelWork) {
-    RunTiles(w, f, act, amx_act, n_tokens, out, kernel, 0, n_tiles);
+    RunTiles(w, f, act, amx_act, n_tokens, out, kernel, 0, n_tiles, -1);
     return;
   }
   // Threads claim chunks of tiles as they go rather than a fixed half each: on a shared machine
   // one thread is often descheduled for a while, and with a static split the other then waits
   // for it (measured: 2 threads slower than 1 for one token under load). Rows are independent,
-  // so who computes which row does not change any bits.
+  // so who computes which row does not change any bits. A thread claims its next run before
+  // it computes the current one, so that it can prefetch into it.
   const int64_t chunk = std::max<int64_t>(2, n_tiles / (8 * pool->size()));
   std::atomic<int64_t> next{0};
   pool->ParallelFor(pool->size(), [&](int64_t, int64_t) {
-    for (int64_t t0; (t0 = next.fetch_add(chunk, std::memory_order_relaxed)) < n_tiles;) {
-      RunTiles(w, f, act, amx_act, n_tokens, out, kernel, t0, std::min(t0 + chunk, n_tiles));
+    int64_t t0 = next.fetch_add(chunk, std::memory_order_relaxed);
+    while (t0 < n_tiles) {
+      const int64_t t1 = next.fetch_add(chunk, std::memory_order_relaxed);
+      RunTiles(w, f, act, amx_act, n_tokens, out, kernel, t0, std::min(t0 + chunk, n_tiles),
+               t1 < n_tiles ? t1 : -1);
+      t0 = t1;
     }
   });
 }

@@ -35,9 +35,10 @@ struct AmxAct {
   std::vector<int32_t> bsp;     // K-quants: [chunk][block][pair][16]: int16 (B_2p, B_2p+1)
 };
 void PackAmxAct(const Act& a, const Fmt& f, int cols, int n_tok, AmxAct* out);
-// Rows [r0, r0 + 16) of W (all inside W) for every token of `a`: out[t * W.rows + r]. `next`:
-// the rows this thread computes next (prefetched meanwhile), or null.
+// Rows [r0, r0 + 16) of W (all inside W) for every token of `a`: out[t * W.rows + r]. `next`,
+// `after`: the 16-row tiles this thread computes next and after that (prefetched meanwhile),
+// or null.
 void AmxTile(const WeightMatrix& w, const Fmt& f, const AmxAct& a, int64_t r0,
-             const uint8_t* next, float* out);
+             const uint8_t* next, const uint8_t* after, float* out);
 
 }  // namespace goose::qmm
