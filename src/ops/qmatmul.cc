@@ -550,9 +550,80 @@ void KernelAvx512T(const Tile& t, const Fmt& f, int cols, const Act& a, int tok0
 
 // QuantizeAct with the same bits: max is order-free, x * id is the same product, and roundf
 // (half away from zero) is rebuilt exactly as trunc(v) + sign(v) * (|v - trunc(v)| >= 0.5).
-void QuantizeActAvx512(const float* x, int cols, const Fmt& f, int8_t* q, float* dx, int32_t* bs) {
+// v[i] lane j -> out lane i = op over v[i]'s 16 lanes (16 horizontal reductions at once; the
+// op must be exact and order-free: max, integer add).
+template <class Op>
+inline __m512 Reduce16(__m512* v, Op op) {
+  __m512 t[8], u[4];
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) {  // per 128-bit lane: [v2i 0|2, v2i+1 0|2, v2i 1|3, v2i+1 1|3]
+    t[i] = op(_mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]),
+              _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]));
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) {  // per 128-bit lane L: element j = v[4i + j] over lane L
+    const __m512d a = _mm512_castps_pd(t[2 * i]), b = _mm512_castps_pd(t[2 * i + 1]);
+    u[i] = op(_mm512_castpd_ps(_mm512_unpacklo_pd(a, b)),
+              _mm512_castpd_ps(_mm512_unpackhi_pd(a, b)));
+  }
+  const __m512 x01 = op(_mm512_shuffle_f32x4(u[0], u[1], 0x88), _mm512_shuffle_f32x4(u[0], u[1], 0xDD));
+  const __m512 x23 = op(_mm512_shuffle_f32x4(u[2], u[3], 0x88), _mm512_shuffle_f32x4(u[2], u[3], 0xDD));
+  return op(_mm512_shuffle_f32x4(x01, x23, 0x88), _mm512_shuffle_f32x4(x01, x23, 0xDD));
+}
+
+// roundf(v) (halves away from zero) as int8, for |v| <= 127.
+inline __m128i RoundToI8(__m512 v) {
   const __m512 sign = _mm512_set1_ps(-0.0f), half = _mm512_set1_ps(0.5f);
-  const __m512 one = _mm512_set1_ps(1.0f);
+  const __m512 t = _mm512_roundscale_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+  const __m512 frac = _mm512_andnot_ps(sign, _mm512_sub_ps(v, t));
+  const __mmask16 up = _mm512_cmp_ps_mask(frac, half, _CMP_GE_OQ);
+  const __m512 step = _mm512_or_ps(_mm512_set1_ps(1.0f), _mm512_and_ps(sign, v));  // +-1
+  return _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(_mm512_mask_add_ps(t, up, t, step)));
+}
+
+// QuantizeAct's results, vectorized. Blocks of 32 go 16 at a time: their maxima, scales and
+// level sums come out of Reduce16 in one vector each.
+void QuantizeActAvx512(const float* x, int cols, const Fmt& f, int8_t* q, float* dx, int32_t* bs) {
+  const __m512 sign = _mm512_set1_ps(-0.0f);
+  auto fmax = [](__m512 a, __m512 b) { return _mm512_max_ps(a, b); };
+  auto iadd = [](__m512 a, __m512 b) {
+    return _mm512_castsi512_ps(_mm512_add_epi32(_mm512_castps_si512(a), _mm512_castps_si512(b)));
+  };
+  if (f.sb == 32) {
+    const int nb = cols / 32;
+    for (int b0 = 0; b0 < nb; b0 += 16) {
+      const int m = std::min(16, nb - b0);
+      __m512 v[16];
+#pragma GCC unroll 16
+      for (int i = 0; i < 16; ++i) {
+        v[i] = _mm512_setzero_ps();
+        if (i >= m) continue;
+        const float* xb = x + (b0 + i) * 32;
+        v[i] = _mm512_max_ps(_mm512_max_ps(v[i], _mm512_andnot_ps(sign, _mm512_loadu_ps(xb))),
+                             _mm512_andnot_ps(sign, _mm512_loadu_ps(xb + 16)));
+      }
+      const __m512 d = _mm512_div_ps(Reduce16(v, fmax), _mm512_set1_ps(127.0f));
+      const __mmask16 nz = _mm512_cmp_ps_mask(d, _mm512_setzero_ps(), _CMP_NEQ_OQ);
+      const __m512 id = _mm512_maskz_div_ps(nz, _mm512_set1_ps(1.0f), d);
+      const __mmask16 live = static_cast<__mmask16>((1u << m) - 1);
+      _mm512_mask_storeu_ps(dx + b0, live, d);
+#pragma GCC unroll 16
+      for (int i = 0; i < 16; ++i) {
+        v[i] = _mm512_setzero_ps();
+        if (i >= m) continue;
+        const float* xb = x + (b0 + i) * 32;
+        const __m512 idv = _mm512_permutexvar_ps(_mm512_set1_epi32(i), id);
+        const __m128i lo = RoundToI8(_mm512_mul_ps(_mm512_loadu_ps(xb), idv));
+        const __m128i hi = RoundToI8(_mm512_mul_ps(_mm512_loadu_ps(xb + 16), idv));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(q + (b0 + i) * 32), lo);
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(q + (b0 + i) * 32 + 16), hi);
+        v[i] = _mm512_castsi512_ps(
+            _mm512_add_epi32(_mm512_cvtepi8_epi32(lo), _mm512_cvtepi8_epi32(hi)));
+      }
+      _mm512_mask_storeu_epi32(bs + b0, live, _mm512_castps_si512(Reduce16(v, iadd)));
+    }
+    return;
+  }
   for (int b = 0; b < cols / f.sb; ++b) {
     const float* xb = x + b * f.sb;
     __m512 m = _mm512_setzero_ps();
@@ -564,14 +635,8 @@ void QuantizeActAvx512(const float* x, int cols, const Fmt& f, int8_t* q, float*
     dx[b] = d;
     const __m512 idv = _mm512_set1_ps(id);
     for (int j = 0; j < f.sb; j += 16) {
-      const __m512 v = _mm512_mul_ps(_mm512_loadu_ps(xb + j), idv);
-      const __m512 t = _mm512_roundscale_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-      const __m512 frac = _mm512_andnot_ps(sign, _mm512_sub_ps(v, t));
-      const __mmask16 up = _mm512_cmp_ps_mask(frac, half, _CMP_GE_OQ);
-      const __m512 step = _mm512_or_ps(one, _mm512_and_ps(sign, v));  // +-1 with v's sign
-      const __m512 r = _mm512_mask_add_ps(t, up, t, step);
       _mm_storeu_si128(reinterpret_cast<__m128i*>(q + b * f.sb + j),
-                       _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(r)));
+                       RoundToI8(_mm512_mul_ps(_mm512_loadu_ps(xb + j), idv)));
     }
   }
   for (int g = 0; g < cols / f.g; ++g) {
@@ -1141,6 +1206,9 @@ void RunTiles(const WeightMatrix& wm, const Fmt& f, const Act& a, const qmm::Amx
 
 // Below this many multiply-adds a product runs on the calling thread.
 constexpr int64_t kMinParallelWork = 1 << 17;
+// Below this many activations a batch is quantized on the calling thread (a pool dispatch costs
+// about what quantizing 4k activations does).
+constexpr int64_t kMinParallelQuantize = 1 << 13;
 
 }  // namespace
 
@@ -1162,15 +1230,25 @@ void QMatMul(const WeightMatrix& w, const float* x, int n_tokens, float* out, Th
   const int cols = static_cast<int>(w.cols);
   GOOSE_CHECK(cols % f.sb == 0);
   GOOSE_CHECK(kernel >= 0 && kernel <= IntKernelFor(DetectCpuLevel()));
-  thread_local Act a;
+  // (thread_local: the lambdas below, which run on other threads too, use the reference.)
+  thread_local Act a_buf;
+  Act& a = a_buf;
   a.q.resize(static_cast<size_t>(n_tokens) * cols);
   a.dx.resize(static_cast<size_t>(n_tokens) * (cols / f.sb));
   a.bs.resize(static_cast<size_t>(n_tokens) * (cols / f.g));
-  for (int t = 0; t < n_tokens; ++t) {
-    (kernel >= 2 ? QuantizeActAvx512 : QuantizeAct)(
-        x + static_cast<size_t>(t) * cols, cols, f, a.q.data() + static_cast<size_t>(t) * cols,
-        a.dx.data() + static_cast<size_t>(t) * (cols / f.sb),
-        a.bs.data() + static_cast<size_t>(t) * (cols / f.g));
+  // Each token's activations on their own (any split over threads gives the same bits).
+  auto prepare = [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      (kernel >= 2 ? QuantizeActAvx512 : QuantizeAct)(
+          x + t * cols, cols, f, a.q.data() + t * cols, a.dx.data() + t * (cols / f.sb),
+          a.bs.data() + t * (cols / f.g));
+    }
+  };
+  if (pool != nullptr && pool->size() > 1 && n_tokens >= 2 &&
+      static_cast<int64_t>(n_tokens) * cols >= kMinParallelQuantize) {
+    pool->ParallelFor(n_tokens, prepare);
+  } else {
+    prepare(0, n_tokens);
   }
   thread_local qmm::AmxAct amx;
   const bool use_amx = kernel == 3 && n_tokens > DirectMaxTok(w.dtype, kernel);
@@ -1179,9 +1257,8 @@ void QMatMul(const WeightMatrix& w, const float* x, int n_tokens, float* out, Th
   const int tw = kernel >= 2 ? 16 : kernel == 1 ? 8 : 1;
   const int64_t n_tiles = (w.rows + tw - 1) / tw;
   const int64_t work = w.rows * w.cols * n_tokens;
-  const Act& act = a;
   if (pool == nullptr || pool->size() == 1 || work < kMinParallelWork) {
-    RunTiles(w, f, act, amx_act, n_tokens, out, kernel, 0, n_tiles, -1);
+    RunTiles(w, f, a, amx_act, n_tokens, out, kernel, 0, n_tiles, -1);
     return;
   }
   // Threads claim chunks of tiles as they go rather than a fixed half each: on a shared machine
@@ -1195,7 +1272,7 @@ void QMatMul(const WeightMatrix& w, const float* x, int n_tokens, float* out, Th
     int64_t t0 = next.fetch_add(chunk, std::memory_order_relaxed);
     while (t0 < n_tiles) {
       const int64_t t1 = next.fetch_add(chunk, std::memory_order_relaxed);
-      RunTiles(w, f, act, amx_act, n_tokens, out, kernel, t0, std::min(t0 + chunk, n_tiles),
+      RunTiles(w, f, a, amx_act, n_tokens, out, kernel, t0, std::min(t0 + chunk, n_tiles),
                t1 < n_tiles ? t1 : -1);
       t0 = t1;
     }

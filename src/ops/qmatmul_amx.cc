@@ -29,43 +29,97 @@
 
 namespace goose::qmm {
 
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,f16c")
+
+namespace {
+
+// r[i] = 16 dwords of row i -> r[k] = dword k of rows 0..15.
+inline void Transpose16x16(__m512i* r) {
+  __m512i t[16];
+#pragma GCC unroll 8
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < 16; i += 4) {  // per 128-bit lane: dword j of rows i..i+3
+    r[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+    r[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+    r[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+    r[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+  }
+  // r[4q + j], 128-bit lane L: dword 4L + j of rows 4q..4q+3.
+#pragma GCC unroll 4
+  for (int j = 0; j < 4; ++j) {
+    t[j] = _mm512_shuffle_i32x4(r[j], r[4 + j], 0x88);       // lanes 0, 2 of rows 0-7
+    t[4 + j] = _mm512_shuffle_i32x4(r[j], r[4 + j], 0xDD);   // lanes 1, 3
+    t[8 + j] = _mm512_shuffle_i32x4(r[8 + j], r[12 + j], 0x88);
+    t[12 + j] = _mm512_shuffle_i32x4(r[8 + j], r[12 + j], 0xDD);
+  }
+#pragma GCC unroll 4
+  for (int j = 0; j < 4; ++j) {
+    r[j] = _mm512_shuffle_i32x4(t[j], t[8 + j], 0x88);        // dword j
+    r[8 + j] = _mm512_shuffle_i32x4(t[j], t[8 + j], 0xDD);    // dword 8 + j
+    r[4 + j] = _mm512_shuffle_i32x4(t[4 + j], t[12 + j], 0x88);  // dword 4 + j
+    r[12 + j] = _mm512_shuffle_i32x4(t[4 + j], t[12 + j], 0xDD);  // dword 12 + j
+  }
+}
+
+}  // namespace
+
 void PackAmxAct(const Act& a, const Fmt& f, int cols, int n_tok, AmxAct* out) {
   const int nsb = cols / f.sb, ng = cols / f.g, gpb = f.sb / f.g;
   const int n_chunks = (n_tok + 15) / 16;
   out->n_tok = n_tok;
   out->n_chunks = n_chunks;
-  out->xb.assign(static_cast<size_t>(n_chunks) * cols * 16, 0);
-  out->dx.assign(static_cast<size_t>(n_chunks) * nsb * 16, 0.0f);
-  out->obs.assign(f.k ? 0 : static_cast<size_t>(n_chunks) * nsb * 16, 0);
-  out->bsp.assign(f.k ? static_cast<size_t>(n_chunks) * nsb * (gpb / 2) * 16 : 0, 0);
-  for (int t = 0; t < n_tok; ++t) {
-    const int c = t / 16, lane = t % 16;
-    const int8_t* q = a.q.data() + static_cast<size_t>(t) * cols;
-    int8_t* xb = out->xb.data() + static_cast<size_t>(c) * cols * 16;
-    for (int g = 0; g < ng; ++g) {
-      for (int k4 = 0; k4 < f.g / 4; ++k4) {
-        std::memcpy(xb + (static_cast<size_t>(g) * f.g + 4 * k4) * 16 + 4 * lane,
-                    q + g * f.g + 4 * k4, 4);
-      }
+  out->xb.resize(static_cast<size_t>(n_chunks) * cols * 16);
+  out->dx.resize(static_cast<size_t>(n_chunks) * nsb * 16);
+  out->obs.resize(f.k ? 0 : static_cast<size_t>(n_chunks) * nsb * 16);
+  out->bsp.resize(f.k ? static_cast<size_t>(n_chunks) * nsb * (gpb / 2) * 16 : 0);
+  for (int c = 0; c < n_chunks; ++c) {
+    // Lanes past the last token repeat it: only their own (discarded) results depend on them.
+    const int8_t* q[16];
+    for (int lane = 0; lane < 16; ++lane) {
+      q[lane] = a.q.data() + static_cast<size_t>(std::min(16 * c + lane, n_tok - 1)) * cols;
     }
-    const float* dx = a.dx.data() + static_cast<size_t>(t) * nsb;
-    const int32_t* bs = a.bs.data() + static_cast<size_t>(t) * ng;
-    for (int b = 0; b < nsb; ++b) {
-      const size_t cb = static_cast<size_t>(c) * nsb + b;
-      out->dx[cb * 16 + lane] = dx[b];
-      if (!f.k) {
-        // Q8_0's tiles multiply signed levels (S - 128 * B directly): no offset term.
-        out->obs[cb * 16 + lane] = f.offset == 128 ? 0 : f.offset * bs[b];
-        continue;
-      }
-      for (int p = 0; p < gpb / 2; ++p) {
-        const uint32_t lo = static_cast<uint16_t>(bs[b * gpb + 2 * p]);
-        const uint32_t hi = static_cast<uint16_t>(bs[b * gpb + 2 * p + 1]);
-        out->bsp[(cb * (gpb / 2) + p) * 16 + lane] = static_cast<int32_t>(lo | hi << 16);
+    // Column j's 4-byte group of token `lane` -> xb[j / 4][lane]: 64 columns per transpose.
+    int8_t* xb = out->xb.data() + static_cast<size_t>(c) * cols * 16;
+    int j = 0;
+    for (; j + 64 <= cols; j += 64) {
+      __m512i r[16];
+#pragma GCC unroll 16
+      for (int lane = 0; lane < 16; ++lane) r[lane] = _mm512_loadu_si512(q[lane] + j);
+      Transpose16x16(r);
+#pragma GCC unroll 16
+      for (int k = 0; k < 16; ++k) _mm512_storeu_si512(xb + (j + 4 * k) * 16, r[k]);
+    }
+    for (; j < cols; j += 4) {
+      for (int lane = 0; lane < 16; ++lane) std::memcpy(xb + j * 16 + 4 * lane, q[lane] + j, 4);
+    }
+    for (int lane = 0; lane < 16; ++lane) {
+      const size_t t = std::min(16 * c + lane, n_tok - 1);
+      const float* dx = a.dx.data() + t * nsb;
+      const int32_t* bs = a.bs.data() + t * ng;
+      for (int b = 0; b < nsb; ++b) {
+        const size_t cb = static_cast<size_t>(c) * nsb + b;
+        out->dx[cb * 16 + lane] = dx[b];
+        if (!f.k) {
+          // Q8_0's tiles multiply signed levels (S - 128 * B directly): no offset term.
+          out->obs[cb * 16 + lane] = f.offset == 128 ? 0 : f.offset * bs[b];
+          continue;
+        }
+        for (int p = 0; p < gpb / 2; ++p) {
+          const uint32_t lo = static_cast<uint16_t>(bs[b * gpb + 2 * p]);
+          const uint32_t hi = static_cast<uint16_t>(bs[b * gpb + 2 * p + 1]);
+          out->bsp[(cb * (gpb / 2) + p) * 16 + lane] = static_cast<int32_t>(lo | hi << 16);
+        }
       }
     }
   }
 }
+
+#pragma GCC pop_options
 
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,f16c,amx-tile,amx-int8")
