@@ -1206,9 +1206,9 @@ void RunTiles(const WeightMatrix& wm, const Fmt& f, const Act& a, const qmm::Amx
 
 // Below this many multiply-adds a product runs on the calling thread.
 constexpr int64_t kMinParallelWork = 1 << 17;
-// Below this many activations a batch is quantized on the calling thread (a pool dispatch costs
-// about what quantizing 4k activations does).
-constexpr int64_t kMinParallelQuantize = 1 << 13;
+// Below this many activations a batch is quantized on the calling thread: quantizing 32k takes
+// ~10 us, several times what a pool dispatch and its wait cost.
+constexpr int64_t kMinParallelQuantize = 1 << 15;
 
 }  // namespace
 

@@ -257,6 +257,38 @@ TEST(QMatMulTest, FewTokensSplitAcrossThreadsEqualReferenceBitwise) {
   CheckEveryKernelBatchAndThreadCount(181, 768, {1, 2, 3}, 10);
 }
 
+// Activations whose quantized levels are exact halves (a block's maximum is 127, so its scale
+// is 1 and x * (1 / d) = x): every vectorized rounding must round them away from zero as roundf
+// does, and 0.49999997 down. One level off changes the product, so any slip shows bitwise.
+TEST(QMatMulTest, HalfwayActivationsRoundAsRoundf) {
+  SplitMix64 rng(12);
+  const int rows = 32, cols = 768, n_tok = 17;
+  std::vector<float> x(static_cast<size_t>(n_tok) * cols);
+  for (size_t i = 0; i < x.size(); ++i) {
+    const int k = static_cast<int>(rng.Next() % 254) - 127;  // k + 0.5 in [-126.5, 126.5]
+    x[i] = static_cast<float>(k) + 0.5f;
+    if (i % 7 == 3) x[i] = (i % 2 ? 1 : -1) * 0.49999997f;
+  }
+  for (size_t i = 0; i < x.size(); i += 32) x[i] = (i / 32) % 2 ? 127.0f : -127.0f;
+  ThreadPool pool(2);
+  for (DType t : kIntTypes) {
+    const auto q = Quantize(t, RandomRow(rng, static_cast<int64_t>(rows) * cols, 0.1), rows, cols);
+    WeightMatrix w{t, q.data(), rows, cols};
+    for (int k : Kernels()) {
+      std::vector<float> out(static_cast<size_t>(n_tok) * rows);
+      QMatMul(w, x.data(), n_tok, out.data(), &pool, k);
+      for (int tok = 0; tok < n_tok; ++tok) {
+        for (int r = 0; r < rows; ++r) {
+          const float want = QDotReference(t, q.data() + r * w.row_bytes(), cols,
+                                           x.data() + static_cast<size_t>(tok) * cols);
+          ASSERT_EQ(std::memcmp(&out[tok * rows + r], &want, 4), 0)
+              << GetDTypeInfo(t).name << " kernel " << k << " token " << tok << " row " << r;
+        }
+      }
+    }
+  }
+}
+
 // MatMul dispatches quantized dtypes to QMatMul with the level's kernel.
 TEST(QMatMulTest, MatMulUsesIntegerPath) {
   SplitMix64 rng(11);
