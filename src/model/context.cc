@@ -162,9 +162,11 @@ Status Context::Forward(std::span<const int32_t> tokens, std::span<const int32_t
       RmsNorm(s.x.data() + i * c.n_embd, L.attn_norm, c.n_embd, c.rms_eps,
               s.xn.data() + i * c.n_embd);
     }
-    MatMul(L.wq, s.xn.data(), n, s.q.data(), pool_);
-    MatMul(L.wk, s.xn.data(), n, k_new, pool_);
-    MatMul(L.wv, s.xn.data(), n, v_new, pool_);
+    {
+      const WeightMatrix* w[] = {&L.wq, &L.wk, &L.wv};
+      float* out[] = {s.q.data(), k_new, v_new};
+      MatMulShared(w, 3, s.xn.data(), n, out, pool_);
+    }
     for (int i = 0; i < n; ++i) {
       float* qi = s.q.data() + static_cast<size_t>(i) * s.q_dim;
       float* ki = k_new + static_cast<size_t>(i) * s.kv_dim;
@@ -267,8 +269,11 @@ Status Context::Forward(std::span<const int32_t> tokens, std::span<const int32_t
       RmsNorm(s.x.data() + i * c.n_embd, L.ffn_norm, c.n_embd, c.rms_eps,
               s.xn.data() + i * c.n_embd);
     }
-    MatMul(L.w_gate, s.xn.data(), n, s.gate.data(), pool_);
-    MatMul(L.w_up, s.xn.data(), n, s.up.data(), pool_);
+    {
+      const WeightMatrix* w[] = {&L.w_gate, &L.w_up};
+      float* out[] = {s.gate.data(), s.up.data()};
+      MatMulShared(w, 2, s.xn.data(), n, out, pool_);
+    }
     // Element-wise, so any split gives the same bits; split in whole vectors of 16.
     const int64_t n_ffn = static_cast<int64_t>(n) * c.n_ff;
     if (pool_ != nullptr && n_ffn >= kMinParallelElementwise) {

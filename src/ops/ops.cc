@@ -165,14 +165,36 @@ void EnableMatMulTimer(bool on) {
 
 double MatMulSeconds() { return static_cast<double>(g_timer_ns.load()) * 1e-9; }
 
-void MatMul(const WeightMatrix& w, const float* x, int n_tokens, float* out, ThreadPool* pool) {
-  if (!g_timer_on.load(std::memory_order_relaxed)) return MatMulImpl(w, x, n_tokens, out, pool);
+namespace {
+// f(), its wall time added to the MatMul timer while that is on.
+template <class F>
+void Timed(F&& f) {
+  if (!g_timer_on.load(std::memory_order_relaxed)) return f();
   const auto t0 = std::chrono::steady_clock::now();
-  MatMulImpl(w, x, n_tokens, out, pool);
+  f();
   g_timer_ns.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(
                            std::chrono::steady_clock::now() - t0)
                            .count(),
                        std::memory_order_relaxed);
+}
+}  // namespace
+
+void MatMul(const WeightMatrix& w, const float* x, int n_tokens, float* out, ThreadPool* pool) {
+  Timed([&] { MatMulImpl(w, x, n_tokens, out, pool); });
+}
+
+void MatMulShared(const WeightMatrix* const* w, int n_w, const float* x, int n_tokens,
+                  float* const* out, ThreadPool* pool) {
+  GOOSE_CHECK(n_w >= 1 && n_w <= 4);
+  bool shared = IsIntDotType(w[0]->dtype);
+  for (int i = 0; i < n_w; ++i) {
+    shared = shared && w[i]->dtype == w[0]->dtype && w[i]->cols == w[0]->cols;
+  }
+  if (!shared || n_tokens <= 0) {
+    for (int i = 0; i < n_w; ++i) MatMul(*w[i], x, n_tokens, out[i], pool);
+    return;
+  }
+  Timed([&] { QMatMulShared(w, n_w, x, n_tokens, out, pool, IntKernelFor(ActiveCpuLevel())); });
 }
 
 namespace {

@@ -1210,6 +1210,8 @@ constexpr int64_t kMinParallelWork = 1 << 17;
 // ~10 us, several times what a pool dispatch and its wait cost.
 constexpr int64_t kMinParallelQuantize = 1 << 15;
 
+constexpr int kMaxShared = 4;  // matrices per QMatMulShared
+
 }  // namespace
 
 bool IsIntDotType(DType t) {
@@ -1226,10 +1228,20 @@ int IntKernelFor(CpuLevel level) {
 
 void QMatMul(const WeightMatrix& w, const float* x, int n_tokens, float* out, ThreadPool* pool,
              int kernel) {
-  const Fmt f = GetFmt(w.dtype);
-  const int cols = static_cast<int>(w.cols);
+  const WeightMatrix* ws[] = {&w};
+  float* outs[] = {out};
+  QMatMulShared(ws, 1, x, n_tokens, outs, pool, kernel);
+}
+
+void QMatMulShared(const WeightMatrix* const* ws, int n_w, const float* x, int n_tokens,
+                   float* const* outs, ThreadPool* pool, int kernel) {
+  GOOSE_CHECK(n_w >= 1 && n_w <= kMaxShared);
+  const DType dtype = ws[0]->dtype;
+  const Fmt f = GetFmt(dtype);
+  const int cols = static_cast<int>(ws[0]->cols);
   GOOSE_CHECK(cols % f.sb == 0);
   GOOSE_CHECK(kernel >= 0 && kernel <= IntKernelFor(DetectCpuLevel()));
+  for (int i = 0; i < n_w; ++i) GOOSE_CHECK(ws[i]->dtype == dtype && ws[i]->cols == cols);
   // (thread_local: the lambdas below, which run on other threads too, use the reference.)
   thread_local Act a_buf;
   Act& a = a_buf;
@@ -1251,14 +1263,34 @@ void QMatMul(const WeightMatrix& w, const float* x, int n_tokens, float* out, Th
     prepare(0, n_tokens);
   }
   thread_local qmm::AmxAct amx;
-  const bool use_amx = kernel == 3 && n_tokens > DirectMaxTok(w.dtype, kernel);
+  const bool use_amx = kernel == 3 && n_tokens > DirectMaxTok(dtype, kernel);
   if (use_amx) qmm::PackAmxAct(a, f, cols, n_tokens, &amx);
   const qmm::AmxAct* amx_act = use_amx ? &amx : nullptr;
+  // The matrices' tiles as one index space: matrix i owns [first[i], first[i + 1]).
   const int tw = kernel >= 2 ? 16 : kernel == 1 ? 8 : 1;
-  const int64_t n_tiles = (w.rows + tw - 1) / tw;
-  const int64_t work = w.rows * w.cols * n_tokens;
+  int64_t first[kMaxShared + 1] = {0};
+  int64_t work = 0;
+  for (int i = 0; i < n_w; ++i) {
+    first[i + 1] = first[i] + (ws[i]->rows + tw - 1) / tw;
+    work += ws[i]->rows * cols * n_tokens;
+  }
+  const int64_t n_tiles = first[n_w];
+  // Tiles [g0, g1) of the index space; follow: the first tile this thread runs next (-1: none).
+  auto run = [&](int64_t g0, int64_t g1, int64_t follow) {
+    for (int i = 0; i < n_w && g0 < g1; ++i) {
+      if (g0 >= first[i + 1]) continue;
+      const int64_t e = std::min(g1, first[i + 1]);
+      // The prefetch continues into `follow` only inside the same matrix.
+      const int64_t f_local = e == g1 && follow >= first[i] && follow < first[i + 1]
+                                  ? follow - first[i]
+                                  : -1;
+      RunTiles(*ws[i], f, a, amx_act, n_tokens, outs[i], kernel, g0 - first[i], e - first[i],
+               f_local);
+      g0 = e;
+    }
+  };
   if (pool == nullptr || pool->size() == 1 || work < kMinParallelWork) {
-    RunTiles(w, f, a, amx_act, n_tokens, out, kernel, 0, n_tiles, -1);
+    run(0, n_tiles, -1);
     return;
   }
   // Threads claim chunks of tiles as they go rather than a fixed half each: on a shared machine
@@ -1272,8 +1304,7 @@ void QMatMul(const WeightMatrix& w, const float* x, int n_tokens, float* out, Th
     int64_t t0 = next.fetch_add(chunk, std::memory_order_relaxed);
     while (t0 < n_tiles) {
       const int64_t t1 = next.fetch_add(chunk, std::memory_order_relaxed);
-      RunTiles(w, f, a, amx_act, n_tokens, out, kernel, t0, std::min(t0 + chunk, n_tiles),
-               t1 < n_tiles ? t1 : -1);
+      run(t0, std::min(t0 + chunk, n_tiles), t1 < n_tiles ? t1 : -1);
       t0 = t1;
     }
   });

@@ -112,7 +112,9 @@ TEST(QMatMulTest, RoundTripWithinFormatBounds) {
         ASSERT_LE(std::fabs(static_cast<double>(x[i]) - y[i]), bound[i])
             << GetDTypeInfo(t).name << " scale " << scale << " i " << i << " x " << x[i];
         rms += (x[i] - y[i]) * (x[i] - y[i]);
-        if (i >= 256 && i < 512) ASSERT_EQ(y[i], 0.0f);
+        if (i >= 256 && i < 512) {
+          ASSERT_EQ(y[i], 0.0f);
+        }
       }
       // Relative RMS error of each format on Gaussian data, loosely: 4-bit < 0.12, 6/8-bit
       // < 0.03 (and nonzero: it does quantize).
@@ -286,6 +288,68 @@ TEST(QMatMulTest, HalfwayActivationsRoundAsRoundf) {
         }
       }
     }
+  }
+}
+
+// Matrices sharing one input (Q, K, V): one shared run gives each matrix QMatMul's bits, for
+// row counts with partial tiles, every kernel, thread count and batch (AMX and direct).
+TEST(QMatMulTest, SharedRunEqualsOneMatMulEach) {
+  SplitMix64 rng(13);
+  const int cols = 512, rows[] = {181, 16, 37};
+  ThreadPool pool2(2), pool3(3);
+  ThreadPool* pools[] = {nullptr, &pool2, &pool3};
+  for (DType t : kIntTypes) {
+    std::vector<std::vector<uint8_t>> q;
+    std::vector<WeightMatrix> w;
+    for (int r : rows) q.push_back(Quantize(t, RandomRow(rng, int64_t{r} * cols, 0.1), r, cols));
+    for (int i = 0; i < 3; ++i) w.push_back({t, q[i].data(), rows[i], cols});
+    const WeightMatrix* ws[] = {&w[0], &w[1], &w[2]};
+    for (int n : {1, 3, 16, 21}) {
+      const auto x = RandomRow(rng, static_cast<int64_t>(n) * cols, 1.0);
+      for (int k : Kernels()) {
+        for (ThreadPool* pool : pools) {
+          std::vector<float> want[3], got[3];
+          float* outs[3];
+          for (int i = 0; i < 3; ++i) {
+            want[i].resize(static_cast<size_t>(n) * rows[i]);
+            got[i].assign(want[i].size(), -7.0f);
+            outs[i] = got[i].data();
+            QMatMul(w[i], x.data(), n, want[i].data(), pool, k);
+          }
+          QMatMulShared(ws, 3, x.data(), n, outs, pool, k);
+          for (int i = 0; i < 3; ++i) {
+            ASSERT_EQ(std::memcmp(got[i].data(), want[i].data(), got[i].size() * 4), 0)
+                << GetDTypeInfo(t).name << " kernel " << k << " n " << n << " matrix " << i;
+          }
+        }
+      }
+    }
+  }
+}
+
+// MatMulShared with mixed dtypes or widths falls back to one MatMul each: the same bits.
+TEST(QMatMulTest, MatMulSharedOfMixedDtypesEqualsMatMul) {
+  SplitMix64 rng(14);
+  const int rows = 24, cols = 256;
+  const auto q8 = Quantize(DType::kQ8_0, RandomRow(rng, rows * cols, 0.1), rows, cols);
+  const auto q6 = Quantize(DType::kQ6_K, RandomRow(rng, rows * cols, 0.1), rows, cols);
+  const auto f32 = RandomRow(rng, rows * cols, 0.1);
+  const WeightMatrix a{DType::kQ8_0, q8.data(), rows, cols};
+  const WeightMatrix b{DType::kQ6_K, q6.data(), rows, cols};
+  const WeightMatrix c{DType::kF32, f32.data(), rows, cols};
+  const WeightMatrix* ws[] = {&a, &b, &c};
+  const auto x = RandomRow(rng, 5 * cols, 1.0);
+  std::vector<float> got[3], want[3];
+  float* outs[3];
+  for (int i = 0; i < 3; ++i) {
+    got[i].resize(5 * rows);
+    want[i].resize(5 * rows);
+    outs[i] = got[i].data();
+    MatMul(*ws[i], x.data(), 5, want[i].data(), nullptr);
+  }
+  MatMulShared(ws, 3, x.data(), 5, outs, nullptr);
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_EQ(std::memcmp(got[i].data(), want[i].data(), got[i].size() * 4), 0) << i;
   }
 }
 
