@@ -1,8 +1,8 @@
 // goose bench-verify: cost of one tree pass of N nodes after a prefix, next to plain decode
 // speed, the model's weight bytes, the machine's measured read bandwidth and the CPU's nominal
 // peak: per pass, achieved GB/s (weight bytes / pass time: weights are read once per pass) and
-// GFLOP/s (PassFlops / pass time), and for plain decode the share of time spent outside
-// MatMul (norms, RoPE, attention, threading overhead).
+// GFLOP/s (PassFlops / pass time) and the share of pass time spent in MatMul, and for plain
+// decode the share of time spent outside MatMul (norms, RoPE, attention, threading overhead).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -118,6 +118,7 @@ Runner AddBenchVerifyCommand(CLI::App& app) {
       for (const auto& p : *curve) {
         arr.push_back({{"nodes", p.nodes},
                        {"seconds", p.seconds},
+                       {"matmul_share", p.matmul_share},
                        {"gbps", bytes / p.seconds / 1e9},
                        {"gflops", PassFlops(cfg, p.nodes, opt.prefix) / p.seconds / 1e9}});
       }
@@ -134,12 +135,12 @@ Runner AddBenchVerifyCommand(CLI::App& app) {
                 "bandwidth); %.0f%% of decode time outside matmuls\n",
                 decode_tps, bytes * decode_tps / 1e9, 100.0 * bytes * decode_tps / 1e9 / bw,
                 100.0 * (1.0 - decode->matmul_share));
-    std::printf("%6s %12s %10s %12s %8s %9s\n", "nodes", "ms/pass", "c(N)/c(1)", "tokens/s",
-                "GB/s", "GFLOP/s");
+    std::printf("%6s %12s %10s %12s %8s %9s %8s\n", "nodes", "ms/pass", "c(N)/c(1)", "tokens/s",
+                "GB/s", "GFLOP/s", "matmul");
     for (const auto& p : *curve) {
-      std::printf("%6d %12.3f %10.2f %12.1f %8.1f %9.1f\n", p.nodes, p.seconds * 1e3,
+      std::printf("%6d %12.3f %10.2f %12.1f %8.1f %9.1f %7.0f%%\n", p.nodes, p.seconds * 1e3,
                   c1 > 0 ? p.seconds / c1 : 0.0, p.nodes / p.seconds, bytes / p.seconds / 1e9,
-                  PassFlops(cfg, p.nodes, opt.prefix) / p.seconds / 1e9);
+                  PassFlops(cfg, p.nodes, opt.prefix) / p.seconds / 1e9, 100.0 * p.matmul_share);
     }
     return 0;
   };

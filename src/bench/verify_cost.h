@@ -16,6 +16,7 @@ namespace goose {
 struct VerifyCostPoint {
   int nodes = 0;
   double seconds = 0;  // median seconds of one pass
+  double matmul_share = 0;  // of the timed passes' time, the share spent in MatMul (0: unknown)
 };
 
 struct VerifyCostOptions {

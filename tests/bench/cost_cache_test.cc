@@ -42,6 +42,8 @@ TEST(VerifyCost, TinyModelGivesASaneCurve) {
     EXPECT_EQ((*curve)[i].nodes, want[i]);
     EXPECT_GT((*curve)[i].seconds, 0.0);
     EXPECT_LT((*curve)[i].seconds, 10.0);  // a 260K-parameter pass, not a hang
+    EXPECT_GT((*curve)[i].matmul_share, 0.0);
+    EXPECT_LE((*curve)[i].matmul_share, 1.0);
   }
   VerifyCostOptions bad = TinyOptions();
   bad.reps = 0;

@@ -259,7 +259,12 @@ TEST(Cli, BenchVerifyJson) {
   ASSERT_EQ(j["curve"].size(), 2u);
   EXPECT_EQ(j["curve"][0]["nodes"].get<int>(), 1);
   EXPECT_EQ(j["curve"][1]["nodes"].get<int>(), 4);
-  for (const auto& p : j["curve"]) EXPECT_GT(p["seconds"].get<double>(), 0.0);
+  for (const auto& p : j["curve"]) {
+    EXPECT_GT(p["seconds"].get<double>(), 0.0);
+    // The tiny model's passes are mostly not matmul, but some of each pass is.
+    EXPECT_GT(p["matmul_share"].get<double>(), 0.0);
+    EXPECT_LE(p["matmul_share"].get<double>(), 1.0);
+  }
 }
 
 TEST(Cli, HelpPrintsUsageAndExitsZero) {
