@@ -30,7 +30,7 @@
 namespace goose::qmm {
 
 #pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,f16c")
+#pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,f16c,amx-tile,amx-int8")
 
 namespace {
 
@@ -118,11 +118,6 @@ void PackAmxAct(const Act& a, const Fmt& f, int cols, int n_tok, AmxAct* out) {
     }
   }
 }
-
-#pragma GCC pop_options
-
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,f16c,amx-tile,amx-int8")
 
 namespace {
 
