@@ -386,8 +386,9 @@ struct Prefetch {
 // Blocks of 32 (Q8_0, Q4_0, Q5_0) for one 16-token chunk: res[r] = row r's 16 tokens.
 // kSigned: Q8_0's signed levels (no offset term).
 template <bool kSigned>
-void ChunkBlocks32(const WeightTile& w, const uint8_t* a0, int64_t a_stride, int64_t a_step,
-                   int nsb, const AmxAct& x, int chunk, const Prefetch& pf, float (*res)[16]) {
+void ChunkBlocks32(WeightTile& w, const uint8_t* a0, int64_t a_stride, int64_t a_step,
+                   int nsb, const AmxAct& x, int chunk, const Prefetch& pf, const uint8_t* scales,
+                   float (*res)[16]) {
   alignas(64) int32_t c[2][256];
   // (Every loop over acc is fully unrolled, so the 16 accumulators stay in registers.)
   __m512 acc[16];
@@ -396,7 +397,10 @@ void ChunkBlocks32(const WeightTile& w, const uint8_t* a0, int64_t a_stride, int
   const int8_t* xb = x.xb.data() + static_cast<size_t>(chunk) * nsb * 512;
   const float* dx = x.dx.data() + static_cast<size_t>(chunk) * nsb * 16;
   const int32_t* obs = x.obs.data() + static_cast<size_t>(chunk) * nsb * 16;
-  const float* dv = w.d.data();
+  float* dv = w.d.data();
+  const __m512i rows = _mm512_mullo_epi32(
+      _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+      _mm512_set1_epi32(static_cast<int32_t>(a_stride)));
   // Blocks b, b + 1 on tile sets 0 and 1; the multiplies of b + 2, b + 3 are issued before
   // the float code of b, b + 1 runs.
   auto issue = [&](int b) {
@@ -411,6 +415,9 @@ void ChunkBlocks32(const WeightTile& w, const uint8_t* a0, int64_t a_stride, int
     if (nb == 2) TileStore<1>(c[1]);
     if (b + 2 < nsb) issue(b + 2);
     for (int h = 0; h < nb; ++h) {
+      if (scales != nullptr) {  // the blocks' f16 scales, read here rather than all up front
+        _mm512_storeu_ps(dv + (b + h) * 16, GatherF16(scales + (b + h) * a_step, rows));
+      }
       const __m512 dxv = _mm512_loadu_ps(dx + (b + h) * 16);
       const __m512i ov =
           kSigned ? _mm512_setzero_si512() : _mm512_loadu_si512(obs + (b + h) * 16);
@@ -494,14 +501,7 @@ void AmxTile(const WeightMatrix& wm, const Fmt& f, const AmxAct& x, int64_t r0,
   thread_local WeightTile w;
   w.d.resize(static_cast<size_t>(nsb) * 16);
   const bool q8 = wm.dtype == DType::kQ8_0;
-  if (q8) {
-    const __m512i rows = _mm512_mullo_epi32(
-        _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-        _mm512_set1_epi32(static_cast<int32_t>(rb)));
-    for (int b = 0; b < nsb; ++b) {
-      _mm512_storeu_ps(&w.d[b * 16], GatherF16(src + b * 34, rows));
-    }
-  } else {
+  if (!q8) {
     w.q.resize(static_cast<size_t>(16) * cols);
     w.dmin.resize(w.d.size());
     w.sc.resize(static_cast<size_t>(ng) * 16);
@@ -515,9 +515,11 @@ void AmxTile(const WeightMatrix& wm, const Fmt& f, const AmxAct& x, int64_t r0,
     Prefetch pf;
     if (chunk == 0) pf = {next, next != nullptr ? after : nullptr, 16 * rb};
     if (q8) {
-      ChunkBlocks32<true>(w, src + 2, rb, 34, nsb, x, chunk, pf, res);
+      // Chunk 0 gathers the scales as it goes (the first touch of each block's lines then
+      // overlaps the tile multiplies in flight); later chunks reuse them.
+      ChunkBlocks32<true>(w, src + 2, rb, 34, nsb, x, chunk, pf, chunk == 0 ? src : nullptr, res);
     } else if (!f.k) {
-      ChunkBlocks32<false>(w, w.q.data(), cols, 32, nsb, x, chunk, pf, res);
+      ChunkBlocks32<false>(w, w.q.data(), cols, 32, nsb, x, chunk, pf, nullptr, res);
     } else if (f.g == 32) {
       ChunkSuperBlocks<32>(w, cols, x, chunk, pf, res);
     } else {
