@@ -566,8 +566,10 @@ inline __m512 Reduce16(__m512* v, Op op) {
     u[i] = op(_mm512_castpd_ps(_mm512_unpacklo_pd(a, b)),
               _mm512_castpd_ps(_mm512_unpackhi_pd(a, b)));
   }
-  const __m512 x01 = op(_mm512_shuffle_f32x4(u[0], u[1], 0x88), _mm512_shuffle_f32x4(u[0], u[1], 0xDD));
-  const __m512 x23 = op(_mm512_shuffle_f32x4(u[2], u[3], 0x88), _mm512_shuffle_f32x4(u[2], u[3], 0xDD));
+  const __m512 x01 =
+      op(_mm512_shuffle_f32x4(u[0], u[1], 0x88), _mm512_shuffle_f32x4(u[0], u[1], 0xDD));
+  const __m512 x23 =
+      op(_mm512_shuffle_f32x4(u[2], u[3], 0x88), _mm512_shuffle_f32x4(u[2], u[3], 0xDD));
   return op(_mm512_shuffle_f32x4(x01, x23, 0x88), _mm512_shuffle_f32x4(x01, x23, 0xDD));
 }
 
