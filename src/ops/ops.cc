@@ -186,15 +186,30 @@ void MatMul(const WeightMatrix& w, const float* x, int n_tokens, float* out, Thr
 void MatMulShared(const WeightMatrix* const* w, int n_w, const float* x, int n_tokens,
                   float* const* out, ThreadPool* pool) {
   GOOSE_CHECK(n_w >= 1 && n_w <= 4);
-  bool shared = IsIntDotType(w[0]->dtype);
+  if (n_tokens <= 0) return;
+  // Matrices of one quantized dtype and width run together (a Q4_K_M file's Q and K, say, while
+  // its Q6_K V runs on its own); the rest one MatMul each.
+  bool done[4] = {};
   for (int i = 0; i < n_w; ++i) {
-    shared = shared && w[i]->dtype == w[0]->dtype && w[i]->cols == w[0]->cols;
+    if (done[i]) continue;
+    if (!IsIntDotType(w[i]->dtype)) {
+      MatMul(*w[i], x, n_tokens, out[i], pool);
+      continue;
+    }
+    const WeightMatrix* group[4];
+    float* group_out[4];
+    int n = 0;
+    for (int j = i; j < n_w; ++j) {
+      if (!done[j] && w[j]->dtype == w[i]->dtype && w[j]->cols == w[i]->cols) {
+        group[n] = w[j];
+        group_out[n++] = out[j];
+        done[j] = true;
+      }
+    }
+    Timed([&] {
+      QMatMulShared(group, n, x, n_tokens, group_out, pool, IntKernelFor(ActiveCpuLevel()));
+    });
   }
-  if (!shared || n_tokens <= 0) {
-    for (int i = 0; i < n_w; ++i) MatMul(*w[i], x, n_tokens, out[i], pool);
-    return;
-  }
-  Timed([&] { QMatMulShared(w, n_w, x, n_tokens, out, pool, IntKernelFor(ActiveCpuLevel())); });
 }
 
 namespace {

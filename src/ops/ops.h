@@ -35,7 +35,7 @@ void MatMul(const WeightMatrix& w, const float* x, int n_tokens, float* out, Thr
 
 // MatMul(*w[i], x, n_tokens, out[i], pool) for i < n_w <= 4 (Q, K, V; gate, up): the same bits.
 // Matrices of one quantized dtype and width share the activation quantization and one thread
-// run over all their rows; any other mix runs one MatMul after another.
+// run over all their rows; the others run one MatMul each.
 void MatMulShared(const WeightMatrix* const* w, int n_w, const float* x, int n_tokens,
                   float* const* out, ThreadPool* pool);
 

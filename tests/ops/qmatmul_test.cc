@@ -327,29 +327,36 @@ TEST(QMatMulTest, SharedRunEqualsOneMatMulEach) {
   }
 }
 
-// MatMulShared with mixed dtypes or widths falls back to one MatMul each: the same bits.
+// MatMulShared with mixed dtypes and widths (two Q8_0 matrices that share a run, a Q6_K one, an
+// F32 one): each output equals its own MatMul, bitwise.
 TEST(QMatMulTest, MatMulSharedOfMixedDtypesEqualsMatMul) {
   SplitMix64 rng(14);
   const int rows = 24, cols = 256;
-  const auto q8 = Quantize(DType::kQ8_0, RandomRow(rng, rows * cols, 0.1), rows, cols);
+  const auto q8a = Quantize(DType::kQ8_0, RandomRow(rng, rows * cols, 0.1), rows, cols);
   const auto q6 = Quantize(DType::kQ6_K, RandomRow(rng, rows * cols, 0.1), rows, cols);
+  const auto q8b = Quantize(DType::kQ8_0, RandomRow(rng, 40 * cols, 0.1), 40, cols);
   const auto f32 = RandomRow(rng, rows * cols, 0.1);
-  const WeightMatrix a{DType::kQ8_0, q8.data(), rows, cols};
+  const WeightMatrix a{DType::kQ8_0, q8a.data(), rows, cols};
   const WeightMatrix b{DType::kQ6_K, q6.data(), rows, cols};
-  const WeightMatrix c{DType::kF32, f32.data(), rows, cols};
-  const WeightMatrix* ws[] = {&a, &b, &c};
-  const auto x = RandomRow(rng, 5 * cols, 1.0);
-  std::vector<float> got[3], want[3];
-  float* outs[3];
-  for (int i = 0; i < 3; ++i) {
-    got[i].resize(5 * rows);
-    want[i].resize(5 * rows);
-    outs[i] = got[i].data();
-    MatMul(*ws[i], x.data(), 5, want[i].data(), nullptr);
-  }
-  MatMulShared(ws, 3, x.data(), 5, outs, nullptr);
-  for (int i = 0; i < 3; ++i) {
-    ASSERT_EQ(std::memcmp(got[i].data(), want[i].data(), got[i].size() * 4), 0) << i;
+  const WeightMatrix c{DType::kQ8_0, q8b.data(), 40, cols};
+  const WeightMatrix d{DType::kF32, f32.data(), rows, cols};
+  const WeightMatrix* ws[] = {&a, &b, &c, &d};
+  ThreadPool pool(2);
+  for (int n : {1, 5, 17}) {
+    const auto x = RandomRow(rng, static_cast<int64_t>(n) * cols, 1.0);
+    std::vector<float> got[4], want[4];
+    float* outs[4];
+    for (int i = 0; i < 4; ++i) {
+      got[i].assign(static_cast<size_t>(n) * ws[i]->rows, -7.0f);
+      want[i].resize(got[i].size());
+      outs[i] = got[i].data();
+      MatMul(*ws[i], x.data(), n, want[i].data(), &pool);
+    }
+    MatMulShared(ws, 4, x.data(), n, outs, &pool);
+    for (int i = 0; i < 4; ++i) {
+      ASSERT_EQ(std::memcmp(got[i].data(), want[i].data(), got[i].size() * 4), 0)
+          << "n " << n << " matrix " << i;
+    }
   }
 }
 
