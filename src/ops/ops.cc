@@ -185,19 +185,19 @@ void MatMul(const WeightMatrix& w, const float* x, int n_tokens, float* out, Thr
 
 void MatMulShared(const WeightMatrix* const* w, int n_w, const float* x, int n_tokens,
                   float* const* out, ThreadPool* pool) {
-  GOOSE_CHECK(n_w >= 1 && n_w <= 4);
+  GOOSE_CHECK(n_w >= 1 && n_w <= kMaxMatMulShared);
   if (n_tokens <= 0) return;
   // Matrices of one quantized dtype and width run together (a Q4_K_M file's Q and K, say, while
   // its Q6_K V runs on its own); the rest one MatMul each.
-  bool done[4] = {};
+  bool done[kMaxMatMulShared] = {};
   for (int i = 0; i < n_w; ++i) {
     if (done[i]) continue;
     if (!IsIntDotType(w[i]->dtype)) {
       MatMul(*w[i], x, n_tokens, out[i], pool);
       continue;
     }
-    const WeightMatrix* group[4];
-    float* group_out[4];
+    const WeightMatrix* group[kMaxMatMulShared];
+    float* group_out[kMaxMatMulShared];
     int n = 0;
     for (int j = i; j < n_w; ++j) {
       if (!done[j] && w[j]->dtype == w[i]->dtype && w[j]->cols == w[i]->cols) {

@@ -33,9 +33,11 @@ struct WeightMatrix {
 // int8-quantized activations x integer levels with one fixed float order (qmatmul.h).
 void MatMul(const WeightMatrix& w, const float* x, int n_tokens, float* out, ThreadPool* pool);
 
-// MatMul(*w[i], x, n_tokens, out[i], pool) for i < n_w <= 4 (Q, K, V; gate, up): the same bits.
+// MatMul(*w[i], x, n_tokens, out[i], pool) for i < n_w <= kMaxMatMulShared (Q, K, V; gate, up):
+// the same bits.
 // Matrices of one quantized dtype and width share the activation quantization and one thread
 // run over all their rows; the others run one MatMul each.
+constexpr int kMaxMatMulShared = 4;
 void MatMulShared(const WeightMatrix* const* w, int n_w, const float* x, int n_tokens,
                   float* const* out, ThreadPool* pool);
 

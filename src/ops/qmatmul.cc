@@ -893,18 +893,6 @@ inline void PrefetchSlice(const uint8_t* pf, int64_t lo, int64_t hi) {
   }
 }
 
-// The f16 at p + r * rb for r = 0..15 (rows = r * rb in int32 lanes): one gather, cheaper than
-// LoadF16x16's 16 inserts. Reads the 2 bytes after each f16 too (still inside the block).
-inline __m512 GatherF16x16(const uint8_t* p, __m512i rows) {
-  const __m512i v = _mm512_i32gather_epi32(rows, reinterpret_cast<const int*>(p), 1);
-  return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(v));
-}
-
-inline __m512i RowOffsets(int64_t rb) {
-  return _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                            _mm512_set1_epi32(static_cast<int32_t>(rb)));
-}
-
 inline __m512i Broadcast32(const int8_t* p) {
   return _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
 }
@@ -972,14 +960,14 @@ void DirectQ4_K(const uint8_t* base, int64_t rb, int cols, const Act& a, int tok
     acc[j] = _mm512_setzero_ps();
   }
   // Per-row scalars by vpgatherdd: 5 gathers instead of 80 scalar loads + inserts.
-  const __m512i rows = RowOffsets(rb);
+  const __m512i rows = qmm::RowOffsets(rb);
   auto gather = [&](const uint8_t* p) {  // the same 4 bytes of each of the 16 rows
     return _mm512_i32gather_epi32(rows, reinterpret_cast<const int*>(p), 1);
   };
   for (int b = 0; b < nsb; ++b) {
     PrefetchSlice(pf, b * pf_step, (b + 1) * pf_step);
     const uint8_t* blk = base + b * 144;
-    const __m512 dv = GatherF16x16(blk, rows), mv = GatherF16x16(blk + 2, rows);
+    const __m512 dv = qmm::GatherF16x16(blk, rows), mv = qmm::GatherF16x16(blk + 2, rows);
     __m512i sc[8], mn[8];  // GetScaleMinK4, 16 rows at once (as PackTileAvx512)
     const __m512i s0 = gather(blk + 4), s1 = gather(blk + 8), s2 = gather(blk + 12);
 #pragma GCC unroll 4
@@ -1212,7 +1200,6 @@ constexpr int64_t kMinParallelWork = 1 << 17;
 // ~10 us, several times what a pool dispatch and its wait cost.
 constexpr int64_t kMinParallelQuantize = 1 << 15;
 
-constexpr int kMaxShared = 4;  // matrices per QMatMulShared
 
 }  // namespace
 
@@ -1237,7 +1224,7 @@ void QMatMul(const WeightMatrix& w, const float* x, int n_tokens, float* out, Th
 
 void QMatMulShared(const WeightMatrix* const* ws, int n_w, const float* x, int n_tokens,
                    float* const* outs, ThreadPool* pool, int kernel) {
-  GOOSE_CHECK(n_w >= 1 && n_w <= kMaxShared);
+  GOOSE_CHECK(n_w >= 1 && n_w <= kMaxMatMulShared);
   const DType dtype = ws[0]->dtype;
   const Fmt f = GetFmt(dtype);
   const int cols = static_cast<int>(ws[0]->cols);
@@ -1270,7 +1257,7 @@ void QMatMulShared(const WeightMatrix* const* ws, int n_w, const float* x, int n
   const qmm::AmxAct* amx_act = use_amx ? &amx : nullptr;
   // The matrices' tiles as one index space: matrix i owns [first[i], first[i + 1]).
   const int tw = kernel >= 2 ? 16 : kernel == 1 ? 8 : 1;
-  int64_t first[kMaxShared + 1] = {0};
+  int64_t first[kMaxMatMulShared + 1] = {0};
   int64_t work = 0;
   for (int i = 0; i < n_w; ++i) {
     first[i + 1] = first[i] + (ws[i]->rows + tw - 1) / tw;

@@ -129,12 +129,6 @@ struct WeightTile {
   std::vector<int32_t> mnp;    // [block][pair][16]: int16 (m_2p, m_2p+1) (K-quants)
 };
 
-// The f16 at p + r * rb for the 16 rows (rows = r * rb in int32 lanes) as floats.
-inline __m512 GatherF16(const uint8_t* p, __m512i rows) {
-  const __m512i v = _mm512_i32gather_epi32(rows, reinterpret_cast<const int*>(p), 1);
-  return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(v));
-}
-
 // The 4 bytes at p + r * rb for the 16 rows.
 inline __m512i Gather32(const uint8_t* p, __m512i rows) {
   return _mm512_i32gather_epi32(rows, reinterpret_cast<const int*>(p), 1);
@@ -151,9 +145,7 @@ inline __m256i Nibbles32(const uint8_t* p) {
 // The 16 rows at src as A operands: u8 levels (UnpackRow's layout, qmatmul.cc) to
 // q + r * cols and per-row scales to [.][16] + r. Scales of all 16 rows are unpacked at once.
 void UnpackTile(DType t, const uint8_t* src, int64_t rb, int cols, WeightTile* w) {
-  const __m512i rows = _mm512_mullo_epi32(
-      _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-      _mm512_set1_epi32(static_cast<int32_t>(rb)));
+  const __m512i rows = RowOffsets(rb);
   const __m256i nib = _mm256_set1_epi8(0x0F), bit4 = _mm256_set1_epi8(0x10);
   switch (t) {
     case DType::kQ4_0:
@@ -161,7 +153,7 @@ void UnpackTile(DType t, const uint8_t* src, int64_t rb, int cols, WeightTile* w
       const bool five = t == DType::kQ5_0;
       const int bb = five ? 22 : 18;
       for (int b = 0; b < cols / 32; ++b) {
-        _mm512_storeu_ps(&w->d[b * 16], GatherF16(src + b * bb, rows));
+        _mm512_storeu_ps(&w->d[b * 16], GatherF16x16(src + b * bb, rows));
       }
       for (int r = 0; r < 16; ++r) {
         const uint8_t* row = src + r * rb;
@@ -187,8 +179,8 @@ void UnpackTile(DType t, const uint8_t* src, int64_t rb, int cols, WeightTile* w
       const __m512i m3 = _mm512_set1_epi32(3);
       for (int b = 0; b < cols / 256; ++b) {
         const uint8_t* blk = src + b * bb;
-        _mm512_storeu_ps(&w->d[b * 16], GatherF16(blk, rows));
-        _mm512_storeu_ps(&w->dmin[b * 16], GatherF16(blk + 2, rows));
+        _mm512_storeu_ps(&w->d[b * 16], GatherF16x16(blk, rows));
+        _mm512_storeu_ps(&w->dmin[b * 16], GatherF16x16(blk + 2, rows));
         // GetScaleMinK4 for 16 rows at once.
         const __m512i s0 = Gather32(blk + 4, rows), s1 = Gather32(blk + 8, rows);
         const __m512i s2 = Gather32(blk + 12, rows);
@@ -239,7 +231,7 @@ void UnpackTile(DType t, const uint8_t* src, int64_t rb, int cols, WeightTile* w
       const __m512i m16 = _mm512_set1_epi32(0xFFFF);
       for (int b = 0; b < cols / 256; ++b) {
         const uint8_t* blk = src + b * 210;
-        const __m512 d = GatherF16(blk + 208, rows);
+        const __m512 d = GatherF16x16(blk + 208, rows);
         _mm512_storeu_ps(&w->d[b * 16], d);
         _mm512_storeu_ps(&w->dmin[b * 16], d);
         __m512i sc[16];  // int8 scales, sign-extended
@@ -398,9 +390,7 @@ void ChunkBlocks32(WeightTile& w, const uint8_t* a0, int64_t a_stride, int64_t a
   const float* dx = x.dx.data() + static_cast<size_t>(chunk) * nsb * 16;
   const int32_t* obs = x.obs.data() + static_cast<size_t>(chunk) * nsb * 16;
   float* dv = w.d.data();
-  const __m512i rows = _mm512_mullo_epi32(
-      _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-      _mm512_set1_epi32(static_cast<int32_t>(a_stride)));
+  const __m512i rows = RowOffsets(a_stride);
   // Blocks b, b + 1 on tile sets 0 and 1; the multiplies of b + 2, b + 3 are issued before
   // the float code of b, b + 1 runs.
   auto issue = [&](int b) {
@@ -416,7 +406,7 @@ void ChunkBlocks32(WeightTile& w, const uint8_t* a0, int64_t a_stride, int64_t a
     if (b + 2 < nsb) issue(b + 2);
     for (int h = 0; h < nb; ++h) {
       if (scales != nullptr) {  // the blocks' f16 scales, read here rather than all up front
-        _mm512_storeu_ps(dv + (b + h) * 16, GatherF16(scales + (b + h) * a_step, rows));
+        _mm512_storeu_ps(dv + (b + h) * 16, GatherF16x16(scales + (b + h) * a_step, rows));
       }
       const __m512 dxv = _mm512_loadu_ps(dx + (b + h) * 16);
       const __m512i ov =
@@ -526,9 +516,7 @@ void AmxTile(const WeightMatrix& wm, const Fmt& f, const AmxAct& x, int64_t r0,
       ChunkSuperBlocks<16>(w, cols, x, chunk, pf, res);
     }
     // res[r][t] -> out[t][r0 + r]: one column of res per token.
-    const __m512i col = _mm512_mullo_epi32(
-        _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-        _mm512_set1_epi32(16));
+    const __m512i col = RowOffsets(16);
     const int n = std::min(16, x.n_tok - chunk * 16);
     for (int t = 0; t < n; ++t) {
       float* o = out + static_cast<int64_t>(chunk * 16 + t) * wm.rows + r0;

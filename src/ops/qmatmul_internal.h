@@ -2,12 +2,29 @@
 // Internal to ops.
 #pragma once
 
+#include <immintrin.h>
+
 #include <cstdint>
 #include <vector>
 
 #include "ops/ops.h"
 
 namespace goose::qmm {
+
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl,f16c")
+// r * stride in lane r = 0..15: the byte offsets of 16 rows, for gathers.
+inline __m512i RowOffsets(int64_t stride) {
+  return _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                            _mm512_set1_epi32(static_cast<int32_t>(stride)));
+}
+// The f16 at p + offset[r] for r = 0..15 as floats, in one gather (cheaper than 16 inserts).
+// Reads the 2 bytes after each f16 too (callers keep them inside the block).
+inline __m512 GatherF16x16(const uint8_t* p, __m512i offsets) {
+  const __m512i v = _mm512_i32gather_epi32(offsets, reinterpret_cast<const int*>(p), 1);
+  return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(v));
+}
+#pragma GCC pop_options
 
 // How a dtype's integer dot products are organised (qmatmul.h gives the formulas).
 struct Fmt {
