@@ -889,7 +889,7 @@ inline __m512i Reduce8(const __m512i* z) {
 inline void PrefetchSlice(const uint8_t* pf, int64_t lo, int64_t hi) {
   if (pf == nullptr) return;
   for (int64_t o = lo & ~int64_t{63}; o < hi; o += 64) {
-    _mm_prefetch(reinterpret_cast<const char*>(pf + o), _MM_HINT_T0);
+    qmm::PrefetchLine<true>(pf + o);
   }
 }
 
@@ -1159,10 +1159,13 @@ void RunTiles(const WeightMatrix& wm, const Fmt& f, const Act& a, const qmm::Amx
   thread_local Tile tile;
   row.Resize(cols, f);
   const bool direct = kernel >= 2 && n_tok <= DirectMaxTok(wm.dtype, kernel);
-  // The rows of the k-th tile after ti in this thread's order, while it is full (else null).
-  auto ahead = [&](int64_t ti, int k) -> const uint8_t* {
-    int64_t t = ti + k;
-    if (t >= tile1) t = follow < 0 ? -1 : follow + (t - tile1);
+  // The rows of the tile after ti in this thread's order, to prefetch: while it is full and
+  // its rows are short (else null).
+  const bool prefetch = wm.row_bytes() <= qmm::kMaxPrefetchRowBytes;
+  auto ahead = [&](int64_t ti) -> const uint8_t* {
+    if (!prefetch) return nullptr;
+    int64_t t = ti + 1;
+    if (t >= tile1) t = follow < 0 ? -1 : follow;
     if (t < 0 || (t + 1) * w > wm.rows) return nullptr;
     return static_cast<const uint8_t*>(wm.data) + t * w * wm.row_bytes();
   };
@@ -1171,11 +1174,11 @@ void RunTiles(const WeightMatrix& wm, const Fmt& f, const Act& a, const qmm::Amx
     const int nr = static_cast<int>(std::min<int64_t>(w, wm.rows - r0));
     if (direct && nr == 16) {
       // One tile ahead measured best here: two tiles plus the current one overflow L1.
-      RunDirect(wm, r0, a, n_tok, ahead(ti, 1), out + r0);
+      RunDirect(wm, r0, a, n_tok, ahead(ti), out + r0);
       continue;
     }
     if (amx != nullptr && nr == 16) {
-      qmm::AmxTile(wm, f, *amx, r0, ahead(ti, 1), ahead(ti, 2), out);
+      qmm::AmxTile(wm, f, *amx, r0, ahead(ti), out);
       continue;
     }
     // (A partial tile under AMX runs the AVX-512 tile kernel: the same bits.)

@@ -13,8 +13,8 @@
 // in the VNNI layout [K / 4][16 tokens][4] (PackAmxAct, once per MatMul), K = the format's
 // group (32, or 16 for Q6_K). Tiles 0-5 take groups of 32 in two sets; for blocks of 32 the
 // multiplies of the next two blocks are issued before the float code of these two runs. Tiles
-// 6-7 take Q6_K's groups of 16. While a tile computes, the next two tiles' rows are prefetched
-// in slices, so their DRAM reads overlap the arithmetic.
+// 6-7 take Q6_K's groups of 16. While a tile of short rows computes, the next tile's rows are
+// prefetched in slices, so their DRAM reads overlap the arithmetic.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -353,26 +353,18 @@ inline void TileDot(const uint8_t* a, int64_t a_stride, const int8_t* b, int32_t
   TileStore<kSet>(c);
 }
 
-// The tiles this thread computes next, prefetched a slice per block while this tile computes:
-// the next one into L2, the one after it towards L3/L2 (T2). Tile loads and unpacking then
-// read from cache, and the DRAM reads overlap the tile multiplies and float code. (A copy into
-// a staging buffer instead measured 30% slower at 16 tokens: the copy's loads block the core
-// where prefetches do not.) Null pointers: nothing ahead.
+// The tile this thread computes next (RunTiles passes one only for short rows), prefetched into
+// L2 a slice per block while this tile computes, so that its DRAM reads overlap the arithmetic.
+// Null: nothing ahead.
 struct Prefetch {
-  const uint8_t* near = nullptr;
-  const uint8_t* far = nullptr;
-  int64_t bytes = 0;  // of each tile
+  const uint8_t* next = nullptr;
+  int64_t bytes = 0;  // of the tile
   // The share of blocks [b0, b1) of n_blocks.
   void Slice(int b0, int b1, int n_blocks) const {
+    if (next == nullptr) return;
     const int64_t lo = (bytes * b0 / n_blocks) & ~int64_t{63}, hi = bytes * b1 / n_blocks;
-    if (near != nullptr) {
-      for (int64_t o = lo; o < hi; o += 64) _mm_prefetch(Ptr(near + o), _MM_HINT_T1);
-    }
-    if (far != nullptr) {
-      for (int64_t o = lo; o < hi; o += 64) _mm_prefetch(Ptr(far + o), _MM_HINT_T2);
-    }
+    for (int64_t o = lo; o < hi; o += 64) PrefetchLine<false>(next + o);
   }
-  static const char* Ptr(const uint8_t* p) { return reinterpret_cast<const char*>(p); }
 };
 
 // Blocks of 32 (Q8_0, Q4_0, Q5_0) for one 16-token chunk: res[r] = row r's 16 tokens.
@@ -481,7 +473,7 @@ void ChunkSuperBlocks(const WeightTile& w, int cols, const AmxAct& x, int chunk,
 }  // namespace
 
 void AmxTile(const WeightMatrix& wm, const Fmt& f, const AmxAct& x, int64_t r0,
-             const uint8_t* next, const uint8_t* after, float* out) {
+             const uint8_t* next, float* out) {
   GOOSE_CHECK(r0 >= 0 && r0 + 16 <= wm.rows);
   ConfigureTiles();
   const int cols = static_cast<int>(wm.cols);
@@ -503,7 +495,7 @@ void AmxTile(const WeightMatrix& wm, const Fmt& f, const AmxAct& x, int64_t r0,
   for (int chunk = 0; chunk < x.n_chunks; ++chunk) {
     alignas(64) float res[16][16];
     Prefetch pf;
-    if (chunk == 0) pf = {next, next != nullptr ? after : nullptr, 16 * rb};
+    if (chunk == 0) pf = {next, 16 * rb};
     if (q8) {
       // Chunk 0 gathers the scales as it goes (the first touch of each block's lines then
       // overlaps the tile multiplies in flight); later chunks reuse them.
