@@ -356,13 +356,16 @@ inline void TileDot(const uint8_t* a, int64_t a_stride, const int8_t* b, int32_t
 // The tile this thread computes next (RunTiles passes one only for short rows), prefetched into
 // L2 a slice per block while this tile computes, so that its DRAM reads overlap the arithmetic.
 // Null: nothing ahead.
+// The slices spread over all the tile's 16-token chunks (chunk `part` of `parts`).
 struct Prefetch {
   const uint8_t* next = nullptr;
   int64_t bytes = 0;  // of the tile
-  // The share of blocks [b0, b1) of n_blocks.
+  int part = 0, parts = 1;
+  // The share of blocks [b0, b1) of n_blocks of this chunk.
   void Slice(int b0, int b1, int n_blocks) const {
     if (next == nullptr) return;
-    const int64_t lo = (bytes * b0 / n_blocks) & ~int64_t{63}, hi = bytes * b1 / n_blocks;
+    const int64_t n = static_cast<int64_t>(parts) * n_blocks, at = static_cast<int64_t>(part) * n_blocks;
+    const int64_t lo = (bytes * (at + b0) / n) & ~int64_t{63}, hi = bytes * (at + b1) / n;
     for (int64_t o = lo; o < hi; o += 64) PrefetchLine<false>(next + o);
   }
 };
@@ -494,8 +497,7 @@ void AmxTile(const WeightMatrix& wm, const Fmt& f, const AmxAct& x, int64_t r0,
 
   for (int chunk = 0; chunk < x.n_chunks; ++chunk) {
     alignas(64) float res[16][16];
-    Prefetch pf;
-    if (chunk == 0) pf = {next, 16 * rb};
+    const Prefetch pf{next, 16 * rb, chunk, x.n_chunks};
     if (q8) {
       // Chunk 0 gathers the scales as it goes (the first touch of each block's lines then
       // overlaps the tile multiplies in flight); later chunks reuse them.
