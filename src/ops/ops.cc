@@ -51,7 +51,9 @@ static void ConvertF16(const uint16_t* src, int64_t n, float* dst) {
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl,avx2,f16c")
 namespace kern_avx512 {
+#define GOOSE_KERNELS_AVX512 1  // ops_kernels.inc: masked tail loads and stores
 #include "ops/ops_kernels.inc"
+#undef GOOSE_KERNELS_AVX512
 static void ConvertF16(const uint16_t* src, int64_t n, float* dst) {
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
@@ -74,7 +76,7 @@ struct Kernels {
   void (*axpy_rows)(const float*, const float*, int64_t, int, int, float*);
   void (*dot_gather)(const float*, const float* const*, int, int, float, float*);
   void (*axpy_gather)(const float*, const float* const*, int, int, float*);
-  void (*exp_shifted)(float*, int, float);
+  void (*softmax)(float*, int);
   void (*swiglu)(const float*, const float*, int, float*);
   void (*f16)(const uint16_t*, int64_t, float*);
   void (*bf16)(const uint16_t*, int64_t, float*);
@@ -84,7 +86,7 @@ struct Kernels {
 #define GOOSE_KERNELS(ns) \
   Kernels {                                                                        \
     ns::Dot, ns::DotRowsTokens, ns::Axpy, ns::DotBatch, ns::AxpyRows, ns::DotGather,    \
-        ns::AxpyGather, ns::ExpShifted, ns::SwiGlu, ns::ConvertF16,                       \
+        ns::AxpyGather, ns::Softmax, ns::SwiGlu, ns::ConvertF16,                       \
         ns::ConvertBF16, ns::DequantQ8_0 }
 const Kernels kKernels[] = {GOOSE_KERNELS(kern_base), GOOSE_KERNELS(kern_avx2),
                             GOOSE_KERNELS(kern_avx512)};
@@ -302,30 +304,6 @@ void SwiGlu(const float* gate, const float* up, int n, float* out) {
   Active().swiglu(gate, up, n, out);
 }
 
-void Softmax(float* x, int n) {
-  if (n <= 0) return;
-  // The maximum in 4 independent chains (one chain of dependent maxss was half of Softmax's
-  // time); any order gives the same maximum.
-  float m[4] = {x[0], x[0], x[0], x[0]};
-  int i = 0;
-  for (; i + 4 <= n; i += 4) {
-    for (int k = 0; k < 4; ++k) m[k] = std::max(m[k], x[i + k]);
-  }
-  for (; i < n; ++i) m[0] = std::max(m[0], x[i]);
-  const float max = std::max(std::max(m[0], m[1]), std::max(m[2], m[3]));
-  // Four double partial sums (element i into sum[i % 4], in index order, then (0+1)+(2+3)):
-  // an order fixed by n alone, without one long chain of dependent adds; double so long rows
-  // lose nothing.
-  Active().exp_shifted(x, n, max);
-  double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-  for (i = 0; i + 4 <= n; i += 4) {
-    s0 += x[i], s1 += x[i + 1], s2 += x[i + 2], s3 += x[i + 3];
-  }
-  if (i < n) s0 += x[i];
-  if (i + 1 < n) s1 += x[i + 1];
-  if (i + 2 < n) s2 += x[i + 2];
-  const float inv = static_cast<float>(1.0 / ((s0 + s1) + (s2 + s3)));
-  for (i = 0; i < n; ++i) x[i] *= inv;
-}
+void Softmax(float* x, int n) { Active().softmax(x, n); }
 
 }  // namespace goose
