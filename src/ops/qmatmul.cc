@@ -1292,7 +1292,10 @@ void QMatMulShared(const WeightMatrix* const* ws, int n_w, const float* x, int n
   // for it (measured: 2 threads slower than 1 for one token under load). Rows are independent,
   // so who computes which row does not change any bits. A thread claims its next run before
   // it computes the current one, so that it can prefetch into it.
-  const int64_t chunk = std::max<int64_t>(2, n_tiles / (8 * pool->size()));
+  // Runs of about 1/8 of a thread's share, shorter as tiles get heavier with more tokens (the
+  // last run of one thread is what the other waits for at the end).
+  const int64_t chunk =
+      std::max<int64_t>(2, n_tiles / (8 * pool->size() * ((n_tokens + 15) / 16)));
   std::atomic<int64_t> next{0};
   pool->ParallelFor(pool->size(), [&](int64_t, int64_t) {
     int64_t t0 = next.fetch_add(chunk, std::memory_order_relaxed);
