@@ -354,17 +354,18 @@ inline void TileDot(const uint8_t* a, int64_t a_stride, const int8_t* b, int32_t
 }
 
 // The tile this thread computes next (RunTiles passes one only for short rows), prefetched into
-// L2 a slice per block while this tile computes, so that its DRAM reads overlap the arithmetic.
-// Null: nothing ahead.
-// The slices spread over all the tile's 16-token chunks (chunk `part` of `parts`).
+// L2 a slice per block while this tile computes, so that its DRAM reads overlap the arithmetic;
+// the slices are spread over all the tile's 16-token chunks (this is chunk `part` of `parts`).
+// Null next: nothing ahead.
 struct Prefetch {
   const uint8_t* next = nullptr;
   int64_t bytes = 0;  // of the tile
   int part = 0, parts = 1;
-  // The share of blocks [b0, b1) of n_blocks of this chunk.
+  // The share of blocks [b0, b1) of this chunk's n_blocks.
   void Slice(int b0, int b1, int n_blocks) const {
     if (next == nullptr) return;
-    const int64_t n = static_cast<int64_t>(parts) * n_blocks, at = static_cast<int64_t>(part) * n_blocks;
+    const int64_t n = static_cast<int64_t>(parts) * n_blocks;
+    const int64_t at = static_cast<int64_t>(part) * n_blocks;
     const int64_t lo = (bytes * (at + b0) / n) & ~int64_t{63}, hi = bytes * (at + b1) / n;
     for (int64_t o = lo; o < hi; o += 64) PrefetchLine<false>(next + o);
   }
