@@ -87,12 +87,13 @@ int BestBudget(const std::vector<double>& expected, const std::vector<double>& c
   return best;
 }
 
-int BestBudgetForTreeSizes(const std::vector<double>& expected, const std::vector<double>& cost,
-                           const std::vector<std::vector<int64_t>>& sizes) {
+std::vector<double> TreeSizeRates(const std::vector<double>& expected,
+                                  const std::vector<double>& cost,
+                                  const std::vector<std::vector<int64_t>>& sizes) {
   const int n_max = static_cast<int>(std::min(expected.size(), cost.size())) - 1;
   // count[n] = cycles at budgets >= B whose tree had n nodes, accumulated as B falls.
-  std::vector<int64_t> count(n_max + 1, 0);
-  std::vector<double> rate(n_max + 1, 0);
+  std::vector<int64_t> count(std::max(n_max, 0) + 1, 0);
+  std::vector<double> rate(std::max(n_max, 0) + 1, -1);
   for (int b = n_max; b >= 1; --b) {
     if (b < static_cast<int>(sizes.size())) {
       for (size_t n = 1; n < sizes[b].size(); ++n) count[std::min<int>(n, n_max)] += sizes[b][n];
@@ -112,11 +113,20 @@ int BestBudgetForTreeSizes(const std::vector<double>& expected, const std::vecto
     }
     rate[b] = seconds > 0 ? tokens / seconds : -1;
   }
+  return rate;
+}
+
+int BestRate(const std::vector<double>& rate) {
   int best = 1;
-  for (int b = 2; b <= n_max; ++b) {
+  for (int b = 2; b < static_cast<int>(rate.size()); ++b) {
     if (rate[b] > rate[best] * (1 + 1e-12)) best = b;
   }
   return best;
+}
+
+int BestBudgetForTreeSizes(const std::vector<double>& expected, const std::vector<double>& cost,
+                           const std::vector<std::vector<int64_t>>& sizes) {
+  return BestRate(TreeSizeRates(expected, cost, sizes));
 }
 
 AcceptanceModel EstimateAcceptance(const SpecStats& s, int64_t min_reached) {
@@ -166,9 +176,16 @@ BudgetChooser::BudgetChooser(const std::vector<CostSample>& cost, BudgetChooserO
   if (cost_.empty()) cost_ = {0.0, 1.0};  // no curve: only plain decoding is known to be safe
   chosen_.assign(cost_.size(), 0);
   sizes_.assign(cost_.size(), std::vector<int64_t>(cost_.size(), 0));
+  sampled_.assign(cost_.size(), cost_.size() <= 2);  // (no curve: budget 1 only)
+  for (const CostSample& c : cost) {
+    if (c.nodes >= 1 && c.nodes <= max_budget() && c.seconds > 0) sampled_[c.nodes] = true;
+  }
+  measured_cycles_.assign(cost_.size(), 0);
+  measured_tokens_.assign(cost_.size(), 0);
+  measured_cost_.assign(cost_.size(), 0);
   probe_budget_ = std::min(2, max_budget());
   for (int b = 2; b <= max_budget(); ++b) {
-    if (cost_[b] <= opt_.probe_cost * cost_[1]) probe_budget_ = b;
+    if (sampled_[b] && cost_[b] <= opt_.probe_cost * cost_[1]) probe_budget_ = b;
   }
   interval_ = std::max(1, opt_.probe_every);
 }
@@ -185,10 +202,23 @@ void BudgetChooser::ObserveLastTree(const SpecStats& history) {
   // One cycle since the last call (the history may also be shared or reset: then skip).
   if (last_budget_ > 1 && history.cycles == last_cycles_ + 1) {
     const int64_t nodes = history.tree_nodes_total - last_tree_nodes_;
-    if (nodes >= 1) ++sizes_[last_budget_][std::min<int64_t>(nodes, max_budget())];
+    const double tokens = static_cast<double>(history.committed - last_committed_);
+    if (nodes >= 1) {
+      const int n = static_cast<int>(std::min<int64_t>(nodes, max_budget()));
+      ++sizes_[last_budget_][n];
+      ++measured_cycles_[last_budget_];
+      measured_tokens_[last_budget_] += tokens;
+      measured_cost_[last_budget_] += cost_[n];
+      if (!expected_.empty()) {
+        ++cal_cycles_;
+        cal_tokens_ += tokens;
+        cal_predicted_ += expected_[n];
+      }
+    }
   }
   last_cycles_ = history.cycles;
   last_tree_nodes_ = history.tree_nodes_total;
+  last_committed_ = history.committed;
 }
 
 int BudgetChooser::Choose(const SpecStats& history) {
@@ -198,8 +228,23 @@ int BudgetChooser::Choose(const SpecStats& history) {
   // The estimate moves only when something new was drafted (plain steps draft nothing), so it
   // is recomputed only then: at budget 1 the chooser must cost next to nothing.
   if (drafted != estimated_at_drafted_) {
-    best_ = BestBudgetForTreeSizes(ExpectedTokens(EstimateAcceptance(history), max_budget()),
-                                   cost_, sizes_);
+    expected_ = ExpectedTokens(EstimateAcceptance(history), max_budget());
+    // The drafted part of E scaled to what the observed cycles committed (see the contract).
+    std::vector<double> e = expected_;
+    if (cal_cycles_ >= kMinMeasuredCycles && cal_predicted_ > cal_cycles_) {
+      const double f =
+          std::clamp((cal_tokens_ - cal_cycles_) / (cal_predicted_ - cal_cycles_), 0.0, 2.0);
+      for (size_t b = 1; b < e.size(); ++b) e[b] = 1 + f * (e[b] - 1);
+    }
+    std::vector<double> rate = TreeSizeRates(e, cost_, sizes_);
+    for (size_t b = 2; b < rate.size(); ++b) {
+      if (!sampled_[b]) {
+        rate[b] = -1;
+      } else if (measured_cycles_[b] >= kMinMeasuredCycles && measured_cost_[b] > 0) {
+        rate[b] = measured_tokens_[b] / measured_cost_[b];
+      }
+    }
+    best_ = BestRate(rate);
     estimated_at_drafted_ = drafted;
   }
   const int best = best_;

@@ -17,8 +17,18 @@
 //   budget allowed. BudgetChooser reads from the statistics how large each cycle's tree came out
 //   and charges budget B what it would have built in the cycles that tell: those run at a
 //   budget >= B, whose tree of n nodes means min(B, n) nodes at B (BestBudgetForTreeSizes).
+// - Only budgets at which the curve was measured are chosen: between samples the cost is a
+//   guess (a batch kernel's cost steps at its tile sizes, which the interpolation smooths out).
+// - The model's E is checked against what the cycles commit. A budget run for at least
+//   kMinMeasuredCycles cycles is judged on the tokens its cycles committed over the cost of the
+//   trees they built; the others on the model's E with its drafted part (E - 1) scaled by the
+//   ratio of committed to predicted drafted tokens over all observed cycles, once there are
+//   kMinMeasuredCycles of them. (The positional
+//   model values the best tree of B nodes, which a builder does not always build: on the
+//   bench's GOOSE trees it rated 48 nodes above 16, which then committed 3.8 tokens at 3.9x
+//   the cost of one token against 2.9 at 1.8x.)
 // - BudgetChooser never lets speculation lose to plain decoding: when no B > 1 beats
-//   1 / c(1) it returns 1, probing with a cheap budget (the largest B with
+//   1 / c(1) it returns 1, probing with a cheap budget (the largest measured B with
 //   c(B) <= probe_cost * c(1), at least 2) after probe_every calls, the interval doubling after
 //   each fruitless probe up to max_probe_every, so exploration costs ~nothing on long runs.
 //   The first cycles (nothing drafted yet) use the same cheap budget.
@@ -58,6 +68,16 @@ int BestBudget(const std::vector<double>& expected, const std::vector<double>& c
 // (cycles at b < B say nothing about B). A budget no cycle tells about gets E[B] / c(B).
 int BestBudgetForTreeSizes(const std::vector<double>& expected, const std::vector<double>& cost,
                            const std::vector<std::vector<int64_t>>& sizes);
+// Those rates, [B] for B = 0..max (index 0 unused).
+std::vector<double> TreeSizeRates(const std::vector<double>& expected,
+                                  const std::vector<double>& cost,
+                                  const std::vector<std::vector<int64_t>>& sizes);
+// argmax over B >= 1 of rate[B]; ties go to the smaller B.
+int BestRate(const std::vector<double>& rate);
+
+// Cycles after which a budget's measured rate replaces the model's, and after which the
+// model's E is calibrated.
+constexpr int64_t kMinMeasuredCycles = 32;
 
 // min_reached: depths with fewer reached nodes reuse the previous depth's factor.
 AcceptanceModel EstimateAcceptance(const SpecStats& s, int64_t min_reached = 16);
@@ -95,7 +115,16 @@ class BudgetChooser {
   std::vector<int64_t> chosen_;
   std::vector<std::vector<int64_t>> sizes_;  // [max_budget + 1][max_budget + 1]
   int last_budget_ = 0;            // returned by the last call (0 = none yet)
-  int64_t last_cycles_ = -1, last_tree_nodes_ = 0;
+  int64_t last_cycles_ = -1, last_tree_nodes_ = 0, last_committed_ = 0;
+  std::vector<bool> sampled_;  // [b]: the curve was measured at b
+  // What the cycles at each budget committed, and what they cost (sum of c(tree size)).
+  std::vector<int64_t> measured_cycles_;
+  std::vector<double> measured_tokens_, measured_cost_;
+  // Over the cycles observed with a model estimate: committed and predicted tokens (E of the
+  // tree size built), for the calibration of E.
+  int64_t cal_cycles_ = 0;
+  double cal_tokens_ = 0, cal_predicted_ = 0;
+  std::vector<double> expected_;  // the model's E at the last estimate (empty: none yet)
 };
 
 }  // namespace goose

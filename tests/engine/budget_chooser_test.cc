@@ -1,6 +1,7 @@
 // The cost-aware budget chooser against analytically solvable cost curves and acceptance tables.
 #include "engine/budget_chooser.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include <gtest/gtest.h>
@@ -124,6 +125,7 @@ TEST(BudgetChooser, LearnsThatTreesStopShortOfTheBudget) {
     last = choose(h);
     const int nodes = std::min(last, 11);
     h.cycles += 1;
+    h.committed += nodes;  // the whole chain, then the bonus token
     h.tree_nodes[nodes] += 1;
     h.tree_nodes_total += nodes;
     for (int d = 1; d < nodes; ++d) {
@@ -189,6 +191,41 @@ TEST(BudgetChooser, UsesTreesWhenTheyPay) {
   BudgetChooser choose({{1, 1.0}, {16, 1.0}, {128, 8.0}});
   EXPECT_EQ(choose(Drafted(1000, 700)), 16);  // chain with p ~ 0.7 on a flat curve up to 16
   EXPECT_EQ(choose.chosen()[16], 1);
+}
+
+// Statistics that promise more than the cycles deliver: the per-rank counts keep saying 70% of
+// the chain is accepted, but every cycle at budget 16 commits only its bonus token. Once 16 has
+// run kMinMeasuredCycles cycles it is judged on what it committed (1 token for c(16) = c(1)),
+// which no longer beats plain decoding (ties go to the smaller budget); the model alone would
+// keep choosing 16 forever.
+TEST(BudgetChooser, MeasuredTokensOverruleTheModel) {
+  BudgetChooser choose({{1, 1.0}, {16, 1.0}, {128, 8.0}});
+  SpecStats h = Drafted(1000, 700);
+  const int br = static_cast<int>(NodeSource::kBranch);
+  std::vector<int> budgets;
+  for (int cycle = 0; cycle < 200; ++cycle) {
+    const int b = choose(h);
+    budgets.push_back(b);
+    h.cycles += 1;
+    h.tree_nodes[b] += 1;
+    h.tree_nodes_total += b;
+    h.committed += 1;
+    if (b > 1) {
+      h.drafted[br] += b - 1;
+      h.reached[br] += 10;
+      h.reached_rank[br][0] += 10;
+      h.reached_depth[br][1] += 10;
+      h.accepted[br] += 7;
+      h.accepted_rank[br][0] += 7;
+      h.accepted_depth[br][1] += 7;
+    }
+  }
+  EXPECT_EQ(budgets[0], 16);
+  const auto first_plain = std::find(budgets.begin(), budgets.end(), 1);
+  ASSERT_NE(first_plain, budgets.end());
+  EXPECT_LE(first_plain - budgets.begin(), kMinMeasuredCycles + 1);
+  // Afterwards only the rare exploration probes run a tree.
+  EXPECT_LE(std::count(budgets.end() - 100, budgets.end(), 16), 10);
 }
 
 }  // namespace
