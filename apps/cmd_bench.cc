@@ -1,6 +1,7 @@
 // goose bench: Spec-Bench-style evaluation (MAT, speedup, equality with plain decoding, verify
 // cost, projected speedup, cost-aware auto budget) over the shared prompt sets; writes
 // results.json, results.md and PNG plots into --out.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -14,6 +15,7 @@
 #include "bench/cost_cache.h"
 #include "bench/datasets.h"
 #include "commands.h"
+#include "engine/engine.h"
 #include "model/model.h"
 
 namespace goose::cli {
@@ -78,8 +80,9 @@ int RunBenchCommand(const BenchFlags& f) {
   if (!model_or.ok()) return Fail(model_or.status().message());
   const Model& model = **model_or;
   // RunBench keeps one engine per config, each with a context of at most the default size;
-  // their tree batches take at most 128 nodes (prompt prefills grow past that as the data needs).
-  if (Status st = CheckContextMemory(model.config(), 0, 128, static_cast<int>(configs.size()),
+  // their batches are trees of at most 128 nodes and prefill passes of prefill_chunk tokens.
+  const int n_batch = std::max(128, GenerateParams{}.prefill_chunk);
+  if (Status st = CheckContextMemory(model.config(), 0, n_batch, static_cast<int>(configs.size()),
                                      "--methods/--budgets list");
       !st.ok()) {
     return Fail(st.message());

@@ -25,6 +25,7 @@ namespace {
 struct GenerateFlags {
   std::string model, prompt, prompt_file, spec = "none", preset, tr_cache, budget = "0";
   int n_predict = 128, n_ctx = 0, threads = 0, top_k = 40, branch_k = 0;
+  int batch = GenerateParams{}.prefill_chunk;
   std::vector<int32_t> stop_tokens;
   float temp = 0.0f, top_p = 0.95f;
   uint64_t seed = 0;
@@ -95,6 +96,7 @@ int RunGenerate(const GenerateFlags& f) {
   const Tokenizer& tok = model.tokenizer();
 
   params.n_predict = f.n_predict;
+  params.prefill_chunk = f.batch;
   params.ignore_eos = f.ignore_eos;
   params.stop_tokens = f.stop_tokens;
   params.sampling.temp = f.temp;
@@ -108,8 +110,9 @@ int RunGenerate(const GenerateFlags& f) {
     return Fail("prompt is " + std::to_string(prompt_tokens.size()) +
                 " tokens long but the context holds " + std::to_string(n_ctx) + " (raise -c)");
   }
-  // The largest batch is the prompt or a tree of at most 128 nodes.
-  const int n_batch = std::max(static_cast<int>(prompt_tokens.size()), 128);
+  // The largest batch is a prefill pass or a tree of at most 128 nodes.
+  const int n_prompt = static_cast<int>(prompt_tokens.size());
+  const int n_batch = std::max(f.batch > 0 ? std::min(n_prompt, f.batch) : n_prompt, 128);
   if (Status st = CheckContextMemory(model.config(), n_ctx, n_batch, 1, "-c"); !st.ok()) {
     return Fail(st.message());
   }
@@ -190,6 +193,9 @@ Runner AddGenerateCommand(CLI::App& app) {
   app.add_option("-n,--n-predict", f->n_predict, "tokens to generate")->check(CLI::Range(0, 1 << 24));
   app.add_option("-c,--ctx-size", f->n_ctx, "context length (0 = min(model, 4096))")
       ->check(CLI::Range(0, 1 << 20));
+  app.add_option("-b,--batch-size", f->batch,
+                 "prompt tokens per prefill pass (0 = the whole prompt in one)")
+      ->check(CLI::Range(0, 1 << 24));
   app.add_option("-t,--threads", f->threads, "threads, at most 64 (0 = all cores)")
       ->check(CLI::Range(0, 64));
   app.add_option("--temp", f->temp, "temperature (0 = greedy)")->check(CLI::Range(0.0, 100.0));

@@ -362,19 +362,25 @@ StatusOr<GenerateResult> Engine::Generate(std::span<const int32_t> prompt,
                                 extra_stops.end());
   };
 
-  // Prefill: one chain pass over the prompt; its last row gives generated token 1.
+  // Prefill: chain passes over the prompt, prefill_chunk tokens each; the last row gives
+  // generated token 1.
   GenerateResult result;
   auto t0 = std::chrono::steady_clock::now();
   ctx_->Truncate(0);
-  GOOSE_RETURN_IF_ERROR(ctx_->ForwardChain(prompt));
-  if (r.table) {
-    // Convention 4: GOOSE-family tables harvest every prompt row, TR only the last one.
-    for (int i = method == SpecMethod::kTr ? n_prompt - 1 : 0; i < n_prompt; ++i) {
-      r.Harvest(ctx_->logits(i), n_vocab, i > 0 ? prompt[i - 1] : -1, prompt[i]);
+  const int chunk = params.prefill_chunk > 0 ? params.prefill_chunk : n_prompt;
+  int32_t first = -1;
+  for (int i0 = 0; i0 < n_prompt; i0 += chunk) {
+    const int i1 = std::min(n_prompt, i0 + chunk);
+    GOOSE_RETURN_IF_ERROR(ctx_->ForwardChain(prompt.subspan(i0, i1 - i0)));
+    if (r.table) {
+      // Convention 4: GOOSE-family tables harvest every prompt row, TR only the last one.
+      for (int i = std::max(i0, method == SpecMethod::kTr ? n_prompt - 1 : 0); i < i1; ++i) {
+        r.Harvest(ctx_->logits(i - i0), n_vocab, i > 0 ? prompt[i - 1] : -1, prompt[i]);
+      }
     }
+    if (i1 == n_prompt) first = r.sampler.Sample(ctx_->logits(i1 - 1 - i0), n_vocab, n_prompt);
+    ctx_->KeepAll();
   }
-  const int32_t first = r.sampler.Sample(ctx_->logits(n_prompt - 1), n_vocab, n_prompt);
-  ctx_->KeepAll();
   result.prefill_seconds = Seconds(t0);
   t0 = std::chrono::steady_clock::now();
 

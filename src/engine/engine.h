@@ -75,6 +75,10 @@ using CycleCallback = std::function<void(const DraftTree& tree, const AcceptResu
 
 struct GenerateParams {
   int n_predict = 128;
+  // The prompt is scored in passes of at most this many tokens (0: one pass). A pass keeps the
+  // logits of every row it scores, n x n_vocab floats (2.5 GB for 4096 tokens of a 152k
+  // vocabulary); every row's logits equal a one-token pass's, so the split changes no bit.
+  int prefill_chunk = 256;
   SamplingParams sampling;
   bool ignore_eos = false;
   // Extra stop tokens, honoured like the model's end-of-generation tokens (unless ignore_eos).

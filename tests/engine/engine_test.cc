@@ -93,6 +93,43 @@ TEST(Engine, ContextLimitStopsCleanly) {
   }
 }
 
+// A prompt scored in passes of any size gives the tokens and the cycles of one pass: greedy and
+// sampled, for plain decoding, TR (harvests the last prompt row) and GOOSE (harvests every
+// prompt row).
+TEST(Engine, PrefillChunksChangeNothing) {
+  ThreadPool pool(2);
+  // A fresh engine per run: TR keeps its table across requests.
+  auto run = [&](const GenerateParams& p, const std::vector<int32_t>& prompt) {
+    Engine e(Tiny(), 512, &pool);
+    return e.Generate(prompt, p);
+  };
+  std::string text;
+  for (int i = 0; i < 16; ++i) text += "Tom had a red ball. He liked to play with it every day. ";
+  const std::vector<int32_t> prompt = Prompt(text);
+  ASSERT_GT(prompt.size(), 260u);  // more than one default chunk
+  for (SpecMethod m : {SpecMethod::kNone, SpecMethod::kTr, SpecMethod::kGoose}) {
+    for (float temp : {0.0f, 0.8f}) {
+      GenerateParams p;
+      p.n_predict = 40;
+      p.ignore_eos = true;
+      p.spec.method = m;
+      p.sampling.temp = temp;
+      p.sampling.seed = 5;
+      p.prefill_chunk = 0;
+      auto whole = run(p, prompt);
+      ASSERT_TRUE(whole.ok());
+      for (int chunk : {1, 7, 256}) {
+        p.prefill_chunk = chunk;
+        auto r = run(p, prompt);
+        ASSERT_TRUE(r.ok());
+        EXPECT_EQ(r->tokens, whole->tokens)
+            << SpecMethodName(m) << " temp " << temp << " chunk " << chunk;
+        EXPECT_EQ(r->stats.cycles, whole->stats.cycles) << SpecMethodName(m) << " " << chunk;
+      }
+    }
+  }
+}
+
 TEST(Engine, RejectsBadPrompts) {
   ThreadPool pool(1);
   Engine e(Tiny(), 16, &pool);
