@@ -23,10 +23,9 @@
 //   kMinMeasuredCycles cycles is judged on the tokens its cycles committed over the cost of the
 //   trees they built; the others on the model's E with its drafted part (E - 1) scaled by the
 //   ratio of committed to predicted drafted tokens over all observed cycles, once there are
-//   kMinMeasuredCycles of them. (The positional
-//   model values the best tree of B nodes, which a builder does not always build: on the
-//   bench's GOOSE trees it rated 48 nodes above 16, which then committed 3.8 tokens at 3.9x
-//   the cost of one token against 2.9 at 1.8x.)
+//   kMinMeasuredCycles of them. (The positional model values the best tree of B nodes, which
+//   a builder does not always build: on the bench's GOOSE trees it rated 48 nodes above 16,
+//   which then committed 3.8 tokens at 3.9x the cost of one token against 2.9 at 1.8x.)
 // - BudgetChooser never lets speculation lose to plain decoding: when no B > 1 beats
 //   1 / c(1) it returns 1, probing with a cheap budget (the largest measured B with
 //   c(B) <= probe_cost * c(1), at least 2) after probe_every calls, the interval doubling after
