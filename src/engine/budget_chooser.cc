@@ -72,19 +72,21 @@ std::vector<double> ExpectedTokens(const AcceptanceModel& m, int max_budget) {
   return e;
 }
 
-int BestBudget(const std::vector<double>& expected, const std::vector<double>& cost) {
-  const int n = static_cast<int>(std::min(expected.size(), cost.size())) - 1;
+int BestRate(const std::vector<double>& rate) {
   int best = 1;
-  double best_rate = -1;
-  for (int b = 1; b <= n; ++b) {
-    if (cost[b] <= 0) continue;
-    const double rate = expected[b] / cost[b];
-    if (rate > best_rate * (1 + 1e-12)) {
-      best_rate = rate;
-      best = b;
-    }
+  for (int b = 2; b < static_cast<int>(rate.size()); ++b) {
+    if (rate[b] > rate[best] * (1 + 1e-12)) best = b;
   }
   return best;
+}
+
+int BestBudget(const std::vector<double>& expected, const std::vector<double>& cost) {
+  const size_t n = std::min(expected.size(), cost.size());
+  std::vector<double> rate(n, -1);
+  for (size_t b = 1; b < n; ++b) {
+    if (cost[b] > 0) rate[b] = expected[b] / cost[b];
+  }
+  return BestRate(rate);
 }
 
 std::vector<double> TreeSizeRates(const std::vector<double>& expected,
@@ -114,14 +116,6 @@ std::vector<double> TreeSizeRates(const std::vector<double>& expected,
     rate[b] = seconds > 0 ? tokens / seconds : -1;
   }
   return rate;
-}
-
-int BestRate(const std::vector<double>& rate) {
-  int best = 1;
-  for (int b = 2; b < static_cast<int>(rate.size()); ++b) {
-    if (rate[b] > rate[best] * (1 + 1e-12)) best = b;
-  }
-  return best;
 }
 
 int BestBudgetForTreeSizes(const std::vector<double>& expected, const std::vector<double>& cost,

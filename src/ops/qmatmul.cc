@@ -1205,7 +1205,6 @@ constexpr int64_t kMinParallelWork = 1 << 17;
 // ~10 us, several times what a pool dispatch and its wait cost.
 constexpr int64_t kMinParallelQuantize = 1 << 15;
 
-
 }  // namespace
 
 bool IsIntDotType(DType t) {

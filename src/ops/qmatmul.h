@@ -37,9 +37,10 @@ int IntKernelFor(CpuLevel level);
 void QMatMul(const WeightMatrix& w, const float* x, int n_tokens, float* out, ThreadPool* pool,
              int kernel);
 
-// QMatMul of n_w <= kMaxMatMulShared matrices of one dtype and width on the same tokens (Q, K, V; gate, up):
-// out[i] gets exactly QMatMul(*w[i], ...)'s bits, but the activations are quantized once and
-// the threads share one run over all the matrices' tiles (no wait for stragglers in between).
+// QMatMul of n_w <= kMaxMatMulShared matrices of one dtype and width on the same tokens (Q, K,
+// V; gate, up): out[i] gets exactly QMatMul(*w[i], ...)'s bits, but the activations are
+// quantized once and the threads share one run over all the matrices' tiles (no wait for
+// stragglers in between).
 void QMatMulShared(const WeightMatrix* const* w, int n_w, const float* x, int n_tokens,
                    float* const* out, ThreadPool* pool, int kernel);
 
