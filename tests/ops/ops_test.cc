@@ -164,7 +164,8 @@ TEST(OpsTest, MatMulBatchRowsAreBitwiseOneTokenRows) {
   ThreadPool* pools[] = {nullptr, &pool2, &pool3};
   for (DType dtype : kDTypes) {
     // Big enough that the thread pool is used (rows * cols * tokens above the inline cutoff).
-    const int rows = 301, cols = 160, n_tokens = 21;  // 21: a 16-token group + a tail
+    // 416 columns: more than one of DotRowsTokens' column slices (256).
+    const int rows = 301, cols = 416, n_tokens = 21;  // 21: a 16-token group + a tail
     TestWeights t = MakeWeights(dtype, rows, cols, 20 + static_cast<int>(dtype));
     SplitMix64 rng(4);
     auto x = RandomVec(rng, static_cast<size_t>(n_tokens * cols));
