@@ -162,10 +162,11 @@ TEST(OpsTest, MatMulBatchRowsAreBitwiseOneTokenRows) {
   LevelGuard guard;
   ThreadPool pool2(2), pool3(3);
   ThreadPool* pools[] = {nullptr, &pool2, &pool3};
+  // Big enough that the thread pool is used (rows * cols * tokens above the inline cutoff).
+  // 160 columns: one of DotRowsTokens' column slices (256); 416: two.
+  for (const int cols : {160, 416})
   for (DType dtype : kDTypes) {
-    // Big enough that the thread pool is used (rows * cols * tokens above the inline cutoff).
-    // 416 columns: more than one of DotRowsTokens' column slices (256).
-    const int rows = 301, cols = 416, n_tokens = 21;  // 21: a 16-token group + a tail
+    const int rows = 301, n_tokens = 21;  // 21: a 16-token group + a tail
     TestWeights t = MakeWeights(dtype, rows, cols, 20 + static_cast<int>(dtype));
     SplitMix64 rng(4);
     auto x = RandomVec(rng, static_cast<size_t>(n_tokens * cols));
@@ -181,7 +182,7 @@ TEST(OpsTest, MatMulBatchRowsAreBitwiseOneTokenRows) {
           std::vector<float> batch(static_cast<size_t>(n * rows), -1.0f);
           MatMul(t.w, x.data(), n, batch.data(), pool);
           EXPECT_EQ(std::memcmp(batch.data(), single.data(), batch.size() * 4), 0)
-              << GetDTypeInfo(dtype).name << " level=" << level
+              << GetDTypeInfo(dtype).name << " cols=" << cols << " level=" << level
               << " threads=" << (pool ? pool->size() : 1) << " n=" << n;
         }
       }
