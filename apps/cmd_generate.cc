@@ -111,8 +111,8 @@ int RunGenerate(const GenerateFlags& f) {
                 " tokens long but the context holds " + std::to_string(n_ctx) + " (raise -c)");
   }
   // The largest batch is a prefill pass or a tree of at most 128 nodes.
-  const int n_prompt = static_cast<int>(prompt_tokens.size());
-  const int n_batch = std::max(f.batch > 0 ? std::min(n_prompt, f.batch) : n_prompt, 128);
+  const int n_batch =
+      std::max(PrefillPassTokens(params, static_cast<int>(prompt_tokens.size())), 128);
   if (Status st = CheckContextMemory(model.config(), n_ctx, n_batch, 1, "-c"); !st.ok()) {
     return Fail(st.message());
   }

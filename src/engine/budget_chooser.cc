@@ -174,9 +174,7 @@ BudgetChooser::BudgetChooser(const std::vector<CostSample>& cost, BudgetChooserO
   for (const CostSample& c : cost) {
     if (c.nodes >= 1 && c.nodes <= max_budget() && c.seconds > 0) sampled_[c.nodes] = true;
   }
-  measured_cycles_.assign(cost_.size(), 0);
-  measured_tokens_.assign(cost_.size(), 0);
-  measured_cost_.assign(cost_.size(), 0);
+  committed_.assign(cost_.size(), 0);
   probe_budget_ = std::min(2, max_budget());
   for (int b = 2; b <= max_budget(); ++b) {
     if (sampled_[b] && cost_[b] <= opt_.probe_cost * cost_[1]) probe_budget_ = b;
@@ -200,9 +198,7 @@ void BudgetChooser::ObserveLastTree(const SpecStats& history) {
     if (nodes >= 1) {
       const int n = static_cast<int>(std::min<int64_t>(nodes, max_budget()));
       ++sizes_[last_budget_][n];
-      ++measured_cycles_[last_budget_];
-      measured_tokens_[last_budget_] += tokens;
-      measured_cost_[last_budget_] += cost_[n];
+      committed_[last_budget_] += tokens;
       if (!expected_.empty()) {
         ++cal_cycles_;
         cal_tokens_ += tokens;
@@ -234,9 +230,16 @@ int BudgetChooser::Choose(const SpecStats& history) {
     for (size_t b = 2; b < rate.size(); ++b) {
       if (!sampled_[b]) {
         rate[b] = -1;
-      } else if (measured_cycles_[b] >= kMinMeasuredCycles && measured_cost_[b] > 0) {
-        rate[b] = measured_tokens_[b] / measured_cost_[b];
+        continue;
       }
+      // The cycles run at b and what their trees cost.
+      int64_t cycles = 0;
+      double seconds = 0;
+      for (size_t n = 1; n < sizes_[b].size(); ++n) {
+        cycles += sizes_[b][n];
+        seconds += static_cast<double>(sizes_[b][n]) * cost_[n];
+      }
+      if (cycles >= kMinMeasuredCycles && seconds > 0) rate[b] = committed_[b] / seconds;
     }
     best_ = BestRate(rate);
     estimated_at_drafted_ = drafted;

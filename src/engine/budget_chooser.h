@@ -116,9 +116,7 @@ class BudgetChooser {
   int last_budget_ = 0;            // returned by the last call (0 = none yet)
   int64_t last_cycles_ = -1, last_tree_nodes_ = 0, last_committed_ = 0;
   std::vector<bool> sampled_;  // [b]: the curve was measured at b
-  // What the cycles at each budget committed, and what they cost (sum of c(tree size)).
-  std::vector<int64_t> measured_cycles_;
-  std::vector<double> measured_tokens_, measured_cost_;
+  std::vector<double> committed_;  // [b]: tokens committed by the cycles counted in sizes_[b]
   // Over the cycles observed with a model estimate: committed and predicted tokens (E of the
   // tree size built), for the calibration of E.
   int64_t cal_cycles_ = 0;

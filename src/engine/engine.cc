@@ -367,7 +367,7 @@ StatusOr<GenerateResult> Engine::Generate(std::span<const int32_t> prompt,
   GenerateResult result;
   auto t0 = std::chrono::steady_clock::now();
   ctx_->Truncate(0);
-  const int chunk = params.prefill_chunk > 0 ? params.prefill_chunk : n_prompt;
+  const int chunk = PrefillPassTokens(params, n_prompt);
   int32_t first = -1;
   for (int i0 = 0; i0 < n_prompt; i0 += chunk) {
     const int i1 = std::min(n_prompt, i0 + chunk);

@@ -18,6 +18,7 @@
 // by default), which is the point (hot start).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -86,6 +87,11 @@ struct GenerateParams {
   SpecParams spec;
   CycleCallback on_cycle;
 };
+
+// Tokens in the largest prefill pass over a prompt of n_prompt tokens.
+inline int PrefillPassTokens(const GenerateParams& p, int n_prompt) {
+  return p.prefill_chunk > 0 ? std::min(p.prefill_chunk, n_prompt) : n_prompt;
+}
 
 struct GenerateResult {
   std::vector<int32_t> tokens;  // generated ids (prompt excluded)

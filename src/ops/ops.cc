@@ -127,6 +127,7 @@ const Kernels& Active() {
 // Rows converted to f32 per MatMul step: the block's weights are read from memory once and
 // reused from L1/L2 for every token of the batch (weight-stationary).
 constexpr int kRowBlock = 8;
+static_assert(kRowBlock <= kern_base::kMaxRowsTokens, "DotRowsTokens' 16-token path");
 // Below this many multiply-adds a MatMul runs on the calling thread: ~10 us of work, less than
 // waking and joining the pool costs (and far less under CPU contention).
 constexpr int64_t kMinParallelWork = 1 << 17;

@@ -887,10 +887,7 @@ inline __m512i Reduce8(const __m512i* z) {
 // Pulls the bytes [lo, hi) of the upcoming rows into cache, a slice per block, so that 16
 // side-by-side row reads hit cache instead of stalling on DRAM (null: nothing ahead).
 inline void PrefetchSlice(const uint8_t* pf, int64_t lo, int64_t hi) {
-  if (pf == nullptr) return;
-  for (int64_t o = lo & ~int64_t{63}; o < hi; o += 64) {
-    qmm::PrefetchLine<true>(pf + o);
-  }
+  if (pf != nullptr) qmm::PrefetchRange<true>(pf, lo, hi);
 }
 
 inline __m512i Broadcast32(const int8_t* p) {

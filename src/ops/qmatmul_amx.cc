@@ -366,8 +366,7 @@ struct Prefetch {
     if (next == nullptr) return;
     const int64_t n = static_cast<int64_t>(parts) * n_blocks;
     const int64_t at = static_cast<int64_t>(part) * n_blocks;
-    const int64_t lo = (bytes * (at + b0) / n) & ~int64_t{63}, hi = bytes * (at + b1) / n;
-    for (int64_t o = lo; o < hi; o += 64) PrefetchLine<false>(next + o);
+    PrefetchRange<false>(next, bytes * (at + b0) / n, bytes * (at + b1) / n);
   }
 };
 
