@@ -465,7 +465,7 @@ namespace {
 
 template <int NT>
 void KernelAvx512T(const Tile& t, const Fmt& f, int cols, const Act& a, int tok0, float* out,
-                   int64_t out_stride, int nr) {
+                   int64_t out_stride, int nr, const uint8_t* pf, int64_t pf_step) {
   const int nsb = cols / f.sb, ng = cols / f.g;
   const int8_t* xq[NT];
   const float* dx[NT];
@@ -482,6 +482,7 @@ void KernelAvx512T(const Tile& t, const Fmt& f, int cols, const Act& a, int tok0
   const __m512i* q = reinterpret_cast<const __m512i*>(t.q.data());
   if (!f.k) {
     for (int b = 0; b < nsb; ++b) {
+      if (pf != nullptr) qmm::PrefetchRange<false>(pf, b * pf_step, (b + 1) * pf_step);
       __m512i s[NT];
 #pragma GCC unroll 8
       for (int j = 0; j < NT; ++j) s[j] = _mm512_setzero_si512();
@@ -504,6 +505,7 @@ void KernelAvx512T(const Tile& t, const Fmt& f, int cols, const Act& a, int tok0
   } else {
     const int gpb = f.sb / f.g, kpg = f.g / 4;
     for (int b = 0; b < nsb; ++b) {
+      if (pf != nullptr) qmm::PrefetchRange<false>(pf, b * pf_step, (b + 1) * pf_step);
       __m512i i1[NT], i2[NT];
 #pragma GCC unroll 8
       for (int j = 0; j < NT; ++j) i1[j] = i2[j] = _mm512_setzero_si512();
@@ -842,13 +844,90 @@ bool PackTileAvx512(const WeightMatrix& wm, const Fmt& f, int64_t r0, int nr, Ti
   return true;
 }
 
-void KernelAvx512(const Tile& t, const Fmt& f, int cols, const Act& a, int n_tok, float* out,
-                  int64_t out_stride, int nr) {
+// Two full tiles (rows r0 .. r0 + 31) for NT tokens, blocks of 32 only: each token's
+// broadcast activation dword serves both tiles and each weight vector all NT tokens, so loads
+// stay under the dpbusd rate (one tile x 8 tokens needs more than one load per dpbusd). Each
+// lane's operations are KernelAvx512T's, so the bits are the same. out: row r0 of token tok0.
+template <int NT>
+void KernelAvx512Pair(const Tile& t0, const Tile& t1, const Fmt& f, int cols, const Act& a,
+                      int tok0, float* out, int64_t out_stride, const uint8_t* pf,
+                      int64_t pf_step) {
+  const int nsb = cols / 32;
+  const int8_t* xq = a.q.data() + static_cast<size_t>(tok0) * cols;
+  const float* dx = a.dx.data() + static_cast<size_t>(tok0) * nsb;
+  const int32_t* bs = a.bs.data() + static_cast<size_t>(tok0) * nsb;
+  __m512 acc[2][NT];
+#pragma GCC unroll 8
+  for (int j = 0; j < NT; ++j) acc[0][j] = acc[1][j] = _mm512_setzero_ps();
+  const __m512i* q0 = reinterpret_cast<const __m512i*>(t0.q.data());
+  const __m512i* q1 = reinterpret_cast<const __m512i*>(t1.q.data());
+  for (int b = 0; b < nsb; ++b) {
+    if (pf != nullptr) qmm::PrefetchRange<false>(pf, b * pf_step, (b + 1) * pf_step);
+    __m512i s[2][NT];
+#pragma GCC unroll 8
+    for (int j = 0; j < NT; ++j) s[0][j] = s[1][j] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; ++k) {
+      const __m512i w0 = _mm512_loadu_si512(q0 + b * 8 + k);
+      const __m512i w1 = _mm512_loadu_si512(q1 + b * 8 + k);
+#pragma GCC unroll 8
+      for (int j = 0; j < NT; ++j) {
+        const __m512i xv = _mm512_set1_epi32(Load32(xq + j * cols + b * 32 + 4 * k));
+        s[0][j] = _mm512_dpbusd_epi32(s[0][j], w0, xv);
+        s[1][j] = _mm512_dpbusd_epi32(s[1][j], w1, xv);
+      }
+    }
+    const __m512 d0 = _mm512_loadu_ps(&t0.d[b * 16]), d1 = _mm512_loadu_ps(&t1.d[b * 16]);
+#pragma GCC unroll 8
+    for (int j = 0; j < NT; ++j) {
+      const __m512i o = _mm512_set1_epi32(f.offset * bs[j * nsb + b]);
+      const __m512 x = _mm512_set1_ps(dx[j * nsb + b]);
+      const __m512 dd0 = _mm512_mul_ps(d0, x), dd1 = _mm512_mul_ps(d1, x);
+      acc[0][j] = _mm512_add_ps(acc[0][j],
+                                _mm512_mul_ps(dd0, _mm512_cvtepi32_ps(_mm512_sub_epi32(s[0][j], o))));
+      acc[1][j] = _mm512_add_ps(acc[1][j],
+                                _mm512_mul_ps(dd1, _mm512_cvtepi32_ps(_mm512_sub_epi32(s[1][j], o))));
+    }
+  }
+#pragma GCC unroll 8
+  for (int j = 0; j < NT; ++j) {
+    _mm512_storeu_ps(out + (tok0 + j) * out_stride, acc[0][j]);
+    _mm512_storeu_ps(out + (tok0 + j) * out_stride + 16, acc[1][j]);
+  }
+}
+
+// Two full tiles of blocks of 32 for every token: KernelAvx512Pair on 4 tokens at a time, the
+// rest one token per tile. pf / pf_bytes: as KernelAvx512 (the rows after both tiles).
+void KernelAvx512Pairs(const Tile& t0, const Tile& t1, const Fmt& f, int cols, const Act& a,
+                       int n_tok, float* out, int64_t out_stride, const uint8_t* pf,
+                       int64_t pf_bytes) {
+  const int nsb = cols / 32;
+  const int64_t step = (pf_bytes + nsb - 1) / nsb;
   int tok = 0;
+  for (; tok + 4 <= n_tok; tok += 4) {
+    KernelAvx512Pair<4>(t0, t1, f, cols, a, tok, out, out_stride, tok == 0 ? pf : nullptr, step);
+  }
+  for (; tok < n_tok; ++tok) {
+    KernelAvx512T<1>(t0, f, cols, a, tok, out, out_stride, 16, nullptr, 0);
+    KernelAvx512T<1>(t1, f, cols, a, tok, out + 16, out_stride, 16, nullptr, 0);
+  }
+}
+
+// pf: the next tile's rows (pf_bytes of them), prefetched during the first token group, a
+// slice per block (or null).
+void KernelAvx512(const Tile& t, const Fmt& f, int cols, const Act& a, int n_tok, float* out,
+                  int64_t out_stride, int nr, const uint8_t* pf, int64_t pf_bytes) {
+  const int nsb = cols / f.sb;
+  const int64_t step = (pf_bytes + nsb - 1) / nsb;
+  int tok = 0;
+  auto run = [&]<int NT>() {
+    KernelAvx512T<NT>(t, f, cols, a, tok, out, out_stride, nr, tok == 0 ? pf : nullptr, step);
+    tok += NT;
+  };
   // 8 tokens share each weight vector load and keep 8 independent dpbusd chains in flight.
-  for (; tok + 8 <= n_tok; tok += 8) KernelAvx512T<8>(t, f, cols, a, tok, out, out_stride, nr);
-  for (; tok + 4 <= n_tok; tok += 4) KernelAvx512T<4>(t, f, cols, a, tok, out, out_stride, nr);
-  for (; tok < n_tok; ++tok) KernelAvx512T<1>(t, f, cols, a, tok, out, out_stride, nr);
+  while (tok + 8 <= n_tok) run.template operator()<8>();
+  while (tok + 4 <= n_tok) run.template operator()<4>();
+  while (tok < n_tok) run.template operator()<1>();
 }
 
 // ---- Direct (row-major) AVX-512 kernel for a few tokens. ----
@@ -1147,6 +1226,9 @@ void RunDirect(const WeightMatrix& wm, int64_t r0, const Act& a, int n_tok, cons
 
 namespace {
 
+// From this many tokens on, pairs of tiles beat single tiles (KernelAvx512Pair).
+constexpr int kMinPairTokens = 8;
+
 // Row tiles [tile0, tile1) of width w: unpack once, apply to all tokens (or, for a few tokens,
 // the direct kernels on full tiles; with AMX, the tile multiplies on full tiles). `follow`: the
 // first tile of this thread's next run (-1: none), so that the prefetch ahead continues into it.
@@ -1155,14 +1237,24 @@ void RunTiles(const WeightMatrix& wm, const Fmt& f, const Act& a, const qmm::Amx
   const int w = kernel >= 2 ? 16 : kernel == 1 ? 8 : 1;
   const int cols = static_cast<int>(wm.cols);
   thread_local RowIR row;
-  thread_local Tile tile;
+  thread_local Tile tile, tile2;
   row.Resize(cols, f);
+  // Pairs of full tiles share the activation loads (KernelAvx512Pair).
+  const bool pairs = kernel == 2 && !f.k && n_tok >= kMinPairTokens;
   const bool direct = kernel >= 2 && n_tok <= DirectMaxTok(wm.dtype, kernel);
   // The rows of the tile after ti in this thread's order, to prefetch: while it is full and
   // its rows are short (else null).
   const bool prefetch = wm.row_bytes() <= qmm::kMaxPrefetchRowBytes;
   auto ahead = [&](int64_t ti) -> const uint8_t* {
     if (!prefetch) return nullptr;
+    int64_t t = ti + 1;
+    if (t >= tile1) t = follow < 0 ? -1 : follow;
+    if (t < 0 || (t + 1) * w > wm.rows) return nullptr;
+    return static_cast<const uint8_t*>(wm.data) + t * w * wm.row_bytes();
+  };
+  // The tile kernels prefetch the next tile whatever the row length (their rows are read once,
+  // by the tile copy, and the prefetch spreads that read over the first token group).
+  auto next_tile = [&](int64_t ti) -> const uint8_t* {
     int64_t t = ti + 1;
     if (t >= tile1) t = follow < 0 ? -1 : follow;
     if (t < 0 || (t + 1) * w > wm.rows) return nullptr;
@@ -1180,6 +1272,13 @@ void RunTiles(const WeightMatrix& wm, const Fmt& f, const Act& a, const qmm::Amx
       qmm::AmxTile(wm, f, *amx, r0, ahead(ti), out);
       continue;
     }
+    if (pairs && nr == 16 && ti + 1 < tile1 && r0 + 32 <= wm.rows &&
+        PackTileAvx512(wm, f, r0, 16, &tile) && PackTileAvx512(wm, f, r0 + 16, 16, &tile2)) {
+      KernelAvx512Pairs(tile, tile2, f, cols, a, n_tok, out + r0, wm.rows, next_tile(ti + 1),
+                        2 * w * wm.row_bytes());
+      ++ti;
+      continue;
+    }
     // (A partial tile under AMX runs the AVX-512 tile kernel: the same bits.)
     if (!(kernel >= 2 && PackTileAvx512(wm, f, r0, nr, &tile)) &&
         !(kernel == 1 && PackTileAvx2(wm, f, r0, nr, &tile))) {
@@ -1187,7 +1286,7 @@ void RunTiles(const WeightMatrix& wm, const Fmt& f, const Act& a, const qmm::Amx
     }
     float* o = out + r0;
     if (kernel >= 2) {
-      KernelAvx512(tile, f, cols, a, n_tok, o, wm.rows, nr);
+      KernelAvx512(tile, f, cols, a, n_tok, o, wm.rows, nr, next_tile(ti), w * wm.row_bytes());
     } else if (kernel == 1) {
       KernelAvx2(tile, f, cols, a, n_tok, o, wm.rows, nr);
     } else {
