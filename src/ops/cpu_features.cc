@@ -87,6 +87,15 @@ bool HasAvx512Vnni() {
   return has;
 }
 
+bool IsAmdCpu() {
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  return __builtin_cpu_is("amd");
+#else
+  return false;
+#endif
+}
+
 void SetCpuLevelCap(CpuLevel cap) { g_cap.store(static_cast<int>(cap)); }
 
 const char* CpuLevelName(CpuLevel level) {

@@ -24,5 +24,7 @@ bool HasAvx512Vnni();
 // AMX-TILE + AMX-INT8 in the CPU, enabled by the OS (XCR0) and granted to this process
 // (Linux arch_prctl ARCH_REQ_XCOMP_PERM, requested once on first call).
 bool HasAmxInt8();
+// An AMD CPU (the kernels' prefetch policy differs by vendor, as measured: qmatmul_internal.h).
+bool IsAmdCpu();
 
 }  // namespace goose

@@ -721,7 +721,8 @@ inline __m512 LoadF16x16(const uint8_t* p, int64_t rb) {
 
 // Full 16-row tiles of Q8_0 / Q4_0 / Q4_K straight from the blocks. Returns false if not
 // handled (other dtypes, partial tiles): the caller uses the generic PackTile.
-bool PackTileAvx512(const WeightMatrix& wm, const Fmt& f, int64_t r0, int nr, Tile* t) {
+bool PackTileAvx512(const WeightMatrix& wm, const Fmt& f, int64_t r0, int nr, Tile* t,
+                    bool cached) {
   if (nr != 16) return false;
   const DType dt = wm.dtype;
   if (dt != DType::kQ8_0 && dt != DType::kQ4_0 && dt != DType::kQ5_0 && dt != DType::kQ4_K) {
@@ -732,11 +733,15 @@ bool PackTileAvx512(const WeightMatrix& wm, const Fmt& f, int64_t r0, int nr, Ti
   const int64_t rb = wm.row_bytes();
   // The tile's 16 rows are one contiguous run: copy it first with sequential reads (which the
   // hardware prefetchers stream at full bandwidth), then transpose from cache. Reading 16 rows
-  // side by side straight from DRAM stalls on every load.
+  // side by side straight from DRAM stalls on every load. Rows that were prefetched (`cached`)
+  // are transposed in place: measured 6-15% faster at 16-64 tokens, 896 columns.
   thread_local std::vector<uint8_t> copy;
-  copy.resize(static_cast<size_t>(16 * rb));
-  std::memcpy(copy.data(), static_cast<const uint8_t*>(wm.data) + r0 * rb, copy.size());
-  const uint8_t* base = copy.data();
+  const uint8_t* base = static_cast<const uint8_t*>(wm.data) + r0 * rb;
+  if (!cached) {
+    copy.resize(static_cast<size_t>(16 * rb));
+    std::memcpy(copy.data(), base, copy.size());
+    base = copy.data();
+  }
   __m512i* q = reinterpret_cast<__m512i*>(t->q.data());
   const __m512i nib = _mm512_set1_epi8(0x0F);
   __m512i o[8];
@@ -896,32 +901,42 @@ void KernelAvx512Pair(const Tile& t0, const Tile& t1, const Fmt& f, int cols, co
   }
 }
 
+// The next rows (bytes of them at pf, or null) prefetched over a tile's `groups` kernel calls,
+// a share per call and a slice of it per block: their DRAM reads then overlap the whole
+// computation instead of bunching up in its first part.
+struct GroupPrefetch {
+  const uint8_t* pf;
+  int64_t bytes, share, step;
+  GroupPrefetch(const uint8_t* p, int64_t b, int groups, int nsb)
+      : pf(p), bytes(b), share((b + groups - 1) / groups), step((share + nsb - 1) / nsb) {}
+  const uint8_t* At(int g) const {
+    return pf != nullptr && g * share < bytes ? pf + g * share : nullptr;
+  }
+};
+
 // Two full tiles of blocks of 32 for every token: KernelAvx512Pair on 4 tokens at a time, the
-// rest one token per tile. pf / pf_bytes: as KernelAvx512 (the rows after both tiles).
+// rest one token per tile. pf / pf_bytes: the rows after both tiles, prefetched meanwhile.
 void KernelAvx512Pairs(const Tile& t0, const Tile& t1, const Fmt& f, int cols, const Act& a,
                        int n_tok, float* out, int64_t out_stride, const uint8_t* pf,
                        int64_t pf_bytes) {
-  const int nsb = cols / 32;
-  const int64_t step = (pf_bytes + nsb - 1) / nsb;
-  int tok = 0;
-  for (; tok + 4 <= n_tok; tok += 4) {
-    KernelAvx512Pair<4>(t0, t1, f, cols, a, tok, out, out_stride, tok == 0 ? pf : nullptr, step);
+  const GroupPrefetch gp(pf, pf_bytes, n_tok / 4 + n_tok % 4, cols / 32);
+  int tok = 0, g = 0;
+  for (; tok + 4 <= n_tok; tok += 4, ++g) {
+    KernelAvx512Pair<4>(t0, t1, f, cols, a, tok, out, out_stride, gp.At(g), gp.step);
   }
-  for (; tok < n_tok; ++tok) {
-    KernelAvx512T<1>(t0, f, cols, a, tok, out, out_stride, 16, nullptr, 0);
+  for (; tok < n_tok; ++tok, ++g) {
+    KernelAvx512T<1>(t0, f, cols, a, tok, out, out_stride, 16, gp.At(g), gp.step);
     KernelAvx512T<1>(t1, f, cols, a, tok, out + 16, out_stride, 16, nullptr, 0);
   }
 }
 
-// pf: the next tile's rows (pf_bytes of them), prefetched during the first token group, a
-// slice per block (or null).
+// One tile for every token; pf / pf_bytes: the next tile's rows, prefetched meanwhile.
 void KernelAvx512(const Tile& t, const Fmt& f, int cols, const Act& a, int n_tok, float* out,
                   int64_t out_stride, int nr, const uint8_t* pf, int64_t pf_bytes) {
-  const int nsb = cols / f.sb;
-  const int64_t step = (pf_bytes + nsb - 1) / nsb;
-  int tok = 0;
+  const GroupPrefetch gp(pf, pf_bytes, n_tok / 8 + n_tok % 8 / 4 + n_tok % 4, cols / f.sb);
+  int tok = 0, g = 0;
   auto run = [&]<int NT>() {
-    KernelAvx512T<NT>(t, f, cols, a, tok, out, out_stride, nr, tok == 0 ? pf : nullptr, step);
+    KernelAvx512T<NT>(t, f, cols, a, tok, out, out_stride, nr, gp.At(g++), gp.step);
     tok += NT;
   };
   // 8 tokens share each weight vector load and keep 8 independent dpbusd chains in flight.
@@ -1244,17 +1259,9 @@ void RunTiles(const WeightMatrix& wm, const Fmt& f, const Act& a, const qmm::Amx
   const bool direct = kernel >= 2 && n_tok <= DirectMaxTok(wm.dtype, kernel);
   // The rows of the tile after ti in this thread's order, to prefetch: while it is full and
   // its rows are short (else null).
-  const bool prefetch = wm.row_bytes() <= qmm::kMaxPrefetchRowBytes;
+  const bool prefetch = wm.row_bytes() <= qmm::MaxPrefetchRowBytes();
   auto ahead = [&](int64_t ti) -> const uint8_t* {
     if (!prefetch) return nullptr;
-    int64_t t = ti + 1;
-    if (t >= tile1) t = follow < 0 ? -1 : follow;
-    if (t < 0 || (t + 1) * w > wm.rows) return nullptr;
-    return static_cast<const uint8_t*>(wm.data) + t * w * wm.row_bytes();
-  };
-  // The tile kernels prefetch the next tile whatever the row length (their rows are read once,
-  // by the tile copy, and the prefetch spreads that read over the first token group).
-  auto next_tile = [&](int64_t ti) -> const uint8_t* {
     int64_t t = ti + 1;
     if (t >= tile1) t = follow < 0 ? -1 : follow;
     if (t < 0 || (t + 1) * w > wm.rows) return nullptr;
@@ -1263,6 +1270,7 @@ void RunTiles(const WeightMatrix& wm, const Fmt& f, const Act& a, const qmm::Amx
   for (int64_t ti = tile0; ti < tile1; ++ti) {
     const int64_t r0 = ti * w;
     const int nr = static_cast<int>(std::min<int64_t>(w, wm.rows - r0));
+    const bool prefetched = prefetch && ti != tile0;  // by the previous tile's kernel
     if (direct && nr == 16) {
       // One tile ahead measured best here: two tiles plus the current one overflow L1.
       RunDirect(wm, r0, a, n_tok, ahead(ti), out + r0);
@@ -1273,20 +1281,21 @@ void RunTiles(const WeightMatrix& wm, const Fmt& f, const Act& a, const qmm::Amx
       continue;
     }
     if (pairs && nr == 16 && ti + 1 < tile1 && r0 + 32 <= wm.rows &&
-        PackTileAvx512(wm, f, r0, 16, &tile) && PackTileAvx512(wm, f, r0 + 16, 16, &tile2)) {
-      KernelAvx512Pairs(tile, tile2, f, cols, a, n_tok, out + r0, wm.rows, next_tile(ti + 1),
+        PackTileAvx512(wm, f, r0, 16, &tile, prefetched) &&
+        PackTileAvx512(wm, f, r0 + 16, 16, &tile2, prefetched)) {
+      KernelAvx512Pairs(tile, tile2, f, cols, a, n_tok, out + r0, wm.rows, ahead(ti + 1),
                         2 * w * wm.row_bytes());
       ++ti;
       continue;
     }
     // (A partial tile under AMX runs the AVX-512 tile kernel: the same bits.)
-    if (!(kernel >= 2 && PackTileAvx512(wm, f, r0, nr, &tile)) &&
+    if (!(kernel >= 2 && PackTileAvx512(wm, f, r0, nr, &tile, prefetched)) &&
         !(kernel == 1 && PackTileAvx2(wm, f, r0, nr, &tile))) {
       PackTile(wm, f, r0, nr, w, &row, &tile);
     }
     float* o = out + r0;
     if (kernel >= 2) {
-      KernelAvx512(tile, f, cols, a, n_tok, o, wm.rows, nr, next_tile(ti), w * wm.row_bytes());
+      KernelAvx512(tile, f, cols, a, n_tok, o, wm.rows, nr, ahead(ti), w * wm.row_bytes());
     } else if (kernel == 1) {
       KernelAvx2(tile, f, cols, a, n_tok, o, wm.rows, nr);
     } else {
@@ -1388,9 +1397,10 @@ void QMatMulShared(const WeightMatrix* const* ws, int n_w, const float* x, int n
   // so who computes which row does not change any bits. A thread claims its next run before
   // it computes the current one, so that it can prefetch into it.
   // Runs of about 1/8 of a thread's share, shorter as tiles get heavier with more tokens (the
-  // last run of one thread is what the other waits for at the end).
+  // last run of one thread is what the other waits for at the end); even, so that runs split
+  // into pairs of tiles (KernelAvx512Pair).
   const int64_t chunk =
-      std::max<int64_t>(2, n_tiles / (8 * pool->size() * ((n_tokens + 15) / 16)));
+      std::max<int64_t>(2, n_tiles / (8 * pool->size() * ((n_tokens + 15) / 16))) & ~int64_t{1};
   std::atomic<int64_t> next{0};
   pool->ParallelFor(pool->size(), [&](int64_t, int64_t) {
     int64_t t0 = next.fetch_add(chunk, std::memory_order_relaxed);

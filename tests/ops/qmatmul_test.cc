@@ -255,8 +255,8 @@ TEST(QMatMulTest, EveryKernelBatchAndThreadCountEqualsReferenceBitwise) {
   CheckEveryKernelBatchAndThreadCount(37, 768, {1, 2, 3, 4, 5, 7, 8, 11, 16, 17, 40}, 9);
 }
 
-// Rows longer than kMaxPrefetchRowBytes (Q8_0: 2720 bytes), which run without the prefetch of
-// the next tile, on the direct and the tile paths.
+// Long rows (Q8_0: 2720 bytes), which on Intel run without the prefetch of the next tile
+// (MaxPrefetchRowBytes), on the direct and the tile paths.
 TEST(QMatMulTest, LongRowsEqualReferenceBitwise) {
   CheckEveryKernelBatchAndThreadCount(37, 2560, {1, 5, 16, 40}, 11);
 }
