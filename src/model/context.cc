@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "model/model.h"
+#include "util/aligned.h"
 #include "util/check.h"
 
 namespace goose {
@@ -29,24 +30,24 @@ constexpr int kRowsPerTask = 32;
 
 struct Context::Impl {
   int q_dim = 0, kv_dim = 0;
-  std::vector<float> k_cache, v_cache;  // [n_layer, n_ctx, kv_dim] each
+  AlignedVector<float> k_cache, v_cache;  // [n_layer, n_ctx, kv_dim] each
 
   // Scratch for the largest batch seen so far (grown, never shrunk: steady state allocates
   // nothing).
   int capacity = 0;
-  std::vector<float> x;       // [N, n_embd] residual stream
-  std::vector<float> xn;      // [N, max(n_embd, q_dim)] normed input / attention output
-  std::vector<float> q;       // [N, q_dim]
-  std::vector<float> tmp;     // [N, n_embd]
-  std::vector<float> gate;    // [N, n_ff]
-  std::vector<float> up;      // [N, n_ff]
-  std::vector<float> logits;  // [N, n_vocab]
-  std::vector<float> rope;    // [N, n_rot]: cos[n_rot/2] then sin[n_rot/2]
+  AlignedVector<float> x;       // [N, n_embd] residual stream
+  AlignedVector<float> xn;      // [N, max(n_embd, q_dim)] normed input / attention output
+  AlignedVector<float> q;       // [N, q_dim]
+  AlignedVector<float> tmp;     // [N, n_embd]
+  AlignedVector<float> gate;    // [N, n_ff]
+  AlignedVector<float> up;      // [N, n_ff]
+  AlignedVector<float> logits;  // [N, n_vocab]
+  AlignedVector<float> rope;    // [N, n_rot]: cos[n_rot/2] then sin[n_rot/2]
   std::vector<int32_t> parents, depth;  // [N]
   std::vector<int32_t> chain;           // [N] ForwardChain's parents
   int block = 1;                        // queries per attention task
   size_t scores_per_thread = 0;         // block * group rows of n_ctx scores
-  std::vector<float> scores;            // [n_threads, scores_per_thread]
+  AlignedVector<float> scores;          // [n_threads, scores_per_thread]
   std::vector<const float*> ancestors;  // [n_threads, N]: a query's ancestor K or V rows
   bool pending = false;                 // the last batch's KV entries are not yet committed
   bool pending_is_chain = false;

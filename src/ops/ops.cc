@@ -15,6 +15,7 @@
 #include "ops/cpu_features.h"
 #include "ops/qmatmul.h"
 #include "ops/quant.h"
+#include "util/aligned.h"
 #include "util/check.h"
 #include "util/fp16.h"
 
@@ -155,7 +156,7 @@ void ConvertRow(const Kernels& k, const WeightMatrix& w, int64_t row, float* out
 
 void MatMulRows(const Kernels& k, const WeightMatrix& w, const float* x, int n_tokens,
                 float* out, int64_t r0, int64_t r1) {
-  thread_local std::vector<float> scratch;
+  thread_local AlignedVector<float> scratch;
   const int cols = static_cast<int>(w.cols);
   if (w.dtype != DType::kF32 && scratch.size() < static_cast<size_t>(kRowBlock * cols)) {
     scratch.resize(static_cast<size_t>(kRowBlock * cols));

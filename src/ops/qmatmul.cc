@@ -190,8 +190,8 @@ void UnpackRow(DType t, const uint8_t* src, int cols, RowIR* r) {
 // A tile of W rows in lane-interleaved form (see the file comment).
 struct Tile {
   int w = 1;
-  std::vector<uint8_t> q;       // [cols / 4][w][4]
-  std::vector<float> d, dmin;   // [cols / sb][w]
+  AlignedVector<uint8_t> q;       // [cols / 4][w][4]
+  AlignedVector<float> d, dmin;   // [cols / sb][w]
   std::vector<int32_t> sc, mn;  // [cols / g][w]
   void Resize(int cols, const Fmt& f, int width) {
     w = width;
@@ -735,7 +735,7 @@ bool PackTileAvx512(const WeightMatrix& wm, const Fmt& f, int64_t r0, int nr, Ti
   // hardware prefetchers stream at full bandwidth), then transpose from cache. Reading 16 rows
   // side by side straight from DRAM stalls on every load. Rows that were prefetched (`cached`)
   // are transposed in place: measured 6-15% faster at 16-64 tokens, 896 columns.
-  thread_local std::vector<uint8_t> copy;
+  thread_local AlignedVector<uint8_t> copy;
   const uint8_t* base = static_cast<const uint8_t*>(wm.data) + r0 * rb;
   if (!cached) {
     copy.resize(static_cast<size_t>(16 * rb));

@@ -9,6 +9,7 @@
 
 #include "ops/cpu_features.h"
 #include "ops/ops.h"
+#include "util/aligned.h"
 
 namespace goose::qmm {
 
@@ -66,8 +67,8 @@ Fmt GetFmt(DType t);
 
 // The batch's activations, each token quantized on its own.
 struct Act {
-  std::vector<int8_t> q;    // [n][cols]
-  std::vector<float> dx;    // [n][cols / sb]
+  AlignedVector<int8_t> q;    // [n][cols]
+  AlignedVector<float> dx;    // [n][cols / sb]
   std::vector<int32_t> bs;  // [n][cols / g]
 };
 
@@ -75,8 +76,8 @@ struct Act {
 // full 16-row weight tiles are computed for every token; results equal the other kernels' bits.
 struct AmxAct {
   int n_tok = 0, n_chunks = 0;  // tokens, and 16-token chunks (the last one zero-padded)
-  std::vector<int8_t> xb;       // [chunk][group][g / 4][16 tokens][4]: the tiles' B operands
-  std::vector<float> dx;        // [chunk][block][16]
+  AlignedVector<int8_t> xb;       // [chunk][group][g / 4][16 tokens][4]: the tiles' B operands
+  AlignedVector<float> dx;        // [chunk][block][16]
   std::vector<int32_t> obs;     // [chunk][block][16]: offset * B (blocks of 32 with an offset)
   std::vector<int32_t> bsp;     // K-quants: [chunk][block][pair][16]: int16 (B_2p, B_2p+1)
 };
