@@ -500,6 +500,14 @@ StatusOr<std::unique_ptr<GgufFile>> GgufFile::FromBytes(std::string_view bytes,
   return f;
 }
 
+void GgufFile::ReleasePages(const uint8_t* p, uint64_t n) const {
+  if (!mmapped_ || p < base_ || p + n > base_ + size_) return;
+  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t lo = (reinterpret_cast<uintptr_t>(p) + page - 1) / page * page;
+  const uintptr_t hi = (reinterpret_cast<uintptr_t>(p) + n) / page * page;
+  if (hi > lo) ::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);
+}
+
 GgufFile::~GgufFile() {
   if (mmapped_) ::munmap(const_cast<uint8_t*>(base_), size_);
 }

@@ -135,6 +135,11 @@ class GgufFile {
   const std::vector<GgufTensorInfo>& tensors() const { return tensors_; }
   const GgufTensorInfo* FindTensor(std::string_view name) const;
 
+  // Tells the OS that the whole pages inside [p, p + n) of the file's data are not needed now
+  // (a mapped file drops them from this process and reads them again if touched; an in-memory
+  // image keeps them). For tensors copied elsewhere at load time.
+  void ReleasePages(const uint8_t* p, uint64_t n) const;
+
  private:
   GgufFile() = default;
   Status Parse();

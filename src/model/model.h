@@ -33,6 +33,7 @@
 #include "model/llama_config.h"
 #include "ops/ops.h"
 #include "tokenizer/tokenizer.h"
+#include "util/large_buffer.h"
 #include "util/status.h"
 #include "util/thread_pool.h"
 
@@ -67,6 +68,10 @@ class Model {
 
  private:
   Model() = default;
+  // On CPUs whose integer kernel is AVX-512 VNNI (not AMX), Q8_0 matrices are repacked into
+  // that kernel's tiles (WeightLayout::kQ8Tiles, qmatmul.h), owned here: the same size, and no
+  // forward pass transposes them again (qwen0.5B-sized matrices at 16 tokens 17-30% faster).
+  void TileQ8Matrices();
   std::unique_ptr<GgufFile> gguf_;
   std::unique_ptr<Tokenizer> tokenizer_;
   LlamaConfig config_;
@@ -75,6 +80,7 @@ class Model {
   const float* rope_freqs_ = nullptr;
   std::vector<LayerWeights> layers_;
   std::vector<std::vector<float>> owned_f32_;  // norms/biases converted to f32 if stored otherwise
+  std::unique_ptr<LargeBuffer> tiles_;  // Q8_0 matrices' tiles (TileQ8Matrices), or null
   uint64_t weight_bytes_ = 0;
 };
 

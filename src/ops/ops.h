@@ -16,13 +16,19 @@
 
 namespace goose {
 
-// A read-only weight matrix [rows, cols] stored row-major in `dtype` (cols contiguous, as GGUF
-// ne[0]); each row is RowBytes(dtype, cols) bytes.
+// How a weight matrix's bytes are laid out. kRows: GGUF's, row after row of blocks. kQ8Tiles
+// (Q8_0 only): 16-row tiles in the AVX-512 integer kernel's lane layout (qmatmul.h), made at
+// load time on CPUs that run that kernel, so that no forward pass transposes them again.
+enum class WeightLayout : uint8_t { kRows, kQ8Tiles };
+
+// A read-only weight matrix [rows, cols] in `dtype` (cols contiguous, as GGUF ne[0]); in the
+// kRows layout each row is RowBytes(dtype, cols) bytes.
 struct WeightMatrix {
   DType dtype = DType::kF32;
   const void* data = nullptr;
   int64_t rows = 0;
   int64_t cols = 0;
+  WeightLayout layout = WeightLayout::kRows;
   int64_t row_bytes() const { return RowBytes(dtype, cols); }
 };
 

@@ -217,6 +217,12 @@ void PackTile(const WeightMatrix& wm, const Fmt& f, int64_t r0, int nr, int w, R
       continue;
     }
     const uint8_t* src = static_cast<const uint8_t*>(wm.data) + (r0 + lane) * wm.row_bytes();
+    thread_local std::vector<uint8_t> rebuilt;
+    if (wm.layout == WeightLayout::kQ8Tiles) {  // (only when a test forces a lower kernel)
+      rebuilt.resize(static_cast<size_t>(wm.row_bytes()));
+      Q8TiledRow(wm, r0 + lane, rebuilt.data());
+      src = rebuilt.data();
+    }
     UnpackRow(wm.dtype, src, cols, row);
     uint8_t* dst = t->q.data() + lane * 4;
     for (int k = 0; k < cols / 4; ++k)
@@ -383,6 +389,7 @@ void KernelAvx2T(const Tile& t, const Fmt& f, int cols, const Act& a, int tok0, 
 
 // The AVX2 version of PackTileAvx512 (8-row tiles); f16 scales via the table.
 bool PackTileAvx2(const WeightMatrix& wm, const Fmt& f, int64_t r0, int nr, Tile* t) {
+  if (wm.layout != WeightLayout::kRows) return false;
   if (nr != 8) return false;
   const DType dt = wm.dtype;
   if (dt != DType::kQ8_0 && dt != DType::kQ4_0 && dt != DType::kQ4_K) return false;
@@ -463,9 +470,77 @@ void KernelAvx2(const Tile& t, const Fmt& f, int cols, const Act& a, int n_tok, 
 #pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl,avx512vnni,avx2,fma,f16c")
 namespace {
 
+// The first nr lanes of v to out[0..nr).
+inline void StoreRows(__m512 v, int nr, float* out) {
+  _mm512_mask_storeu_ps(out, static_cast<__mmask16>((1u << nr) - 1), v);
+}
+
+// A 16-row tile's blocks of 32 in the lane layout: block b's 8 level vectors at levels + 512 b
+// and its 16 scales, as f32 (PackTileAvx512's tiles) or as f16 (weights stored as Q8_0
+// tiles, Q8TileView). The kernels below take either.
+struct TileView {
+  const uint8_t* levels;
+  const float* d;
+  __m512 Scales(int b) const { return _mm512_loadu_ps(d + 16 * b); }
+};
+struct Q8TileView {
+  const uint8_t* levels;
+  const uint16_t* dh;
+  __m512 Scales(int b) const {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(dh + 16 * b)));
+  }
+};
+
+TileView OfTile(const Tile& t) { return {t.q.data(), t.d.data()}; }
+
+// Blocks of 32, one tile for NT tokens (nr of its rows to out).
+template <int NT, class Blocks32>
+void KernelBlocks32T(const Blocks32& t, const Fmt& f, int cols, const Act& a, int tok0,
+                     float* out, int64_t out_stride, int nr, const uint8_t* pf, int64_t pf_step) {
+  const int nsb = cols / 32;
+  const int8_t* xq[NT];
+  const float* dx[NT];
+  const int32_t* bs[NT];
+#pragma GCC unroll 8
+  for (int j = 0; j < NT; ++j) {
+    xq[j] = a.q.data() + static_cast<size_t>(tok0 + j) * cols;
+    dx[j] = a.dx.data() + static_cast<size_t>(tok0 + j) * nsb;
+    bs[j] = a.bs.data() + static_cast<size_t>(tok0 + j) * nsb;
+  }
+  __m512 acc[NT];
+#pragma GCC unroll 8
+  for (int j = 0; j < NT; ++j) acc[j] = _mm512_setzero_ps();
+  const __m512i* q = reinterpret_cast<const __m512i*>(t.levels);
+  for (int b = 0; b < nsb; ++b) {
+    if (pf != nullptr) qmm::PrefetchRange<false>(pf, b * pf_step, (b + 1) * pf_step);
+    __m512i s[NT];
+#pragma GCC unroll 8
+    for (int j = 0; j < NT; ++j) s[j] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; ++k) {
+      const __m512i wv = _mm512_loadu_si512(q + b * 8 + k);
+#pragma GCC unroll 8
+      for (int j = 0; j < NT; ++j) {
+        s[j] = _mm512_dpbusd_epi32(s[j], wv, _mm512_set1_epi32(Load32(xq[j] + b * 32 + 4 * k)));
+      }
+    }
+    const __m512 dv = t.Scales(b);
+#pragma GCC unroll 8
+    for (int j = 0; j < NT; ++j) {
+      const __m512i i = _mm512_sub_epi32(s[j], _mm512_set1_epi32(f.offset * bs[j][b]));
+      const __m512 dd = _mm512_mul_ps(dv, _mm512_set1_ps(dx[j][b]));
+      acc[j] = _mm512_add_ps(acc[j], _mm512_mul_ps(dd, _mm512_cvtepi32_ps(i)));
+    }
+  }
+#pragma GCC unroll 8
+  for (int j = 0; j < NT; ++j) StoreRows(acc[j], nr, out + (tok0 + j) * out_stride);
+}
+
+// K-quant super-blocks, one tile for NT tokens.
 template <int NT>
-void KernelAvx512T(const Tile& t, const Fmt& f, int cols, const Act& a, int tok0, float* out,
-                   int64_t out_stride, int nr, const uint8_t* pf, int64_t pf_step) {
+void KernelSuperBlocksT(const Tile& t, const Fmt& f, int cols, const Act& a, int tok0,
+                        float* out, int64_t out_stride, int nr, const uint8_t* pf,
+                        int64_t pf_step) {
   const int nsb = cols / f.sb, ng = cols / f.g;
   const int8_t* xq[NT];
   const float* dx[NT];
@@ -480,74 +555,46 @@ void KernelAvx512T(const Tile& t, const Fmt& f, int cols, const Act& a, int tok0
 #pragma GCC unroll 8
   for (int j = 0; j < NT; ++j) acc[j] = _mm512_setzero_ps();
   const __m512i* q = reinterpret_cast<const __m512i*>(t.q.data());
-  if (!f.k) {
-    for (int b = 0; b < nsb; ++b) {
-      if (pf != nullptr) qmm::PrefetchRange<false>(pf, b * pf_step, (b + 1) * pf_step);
+  const int gpb = f.sb / f.g, kpg = f.g / 4;
+  for (int b = 0; b < nsb; ++b) {
+    if (pf != nullptr) qmm::PrefetchRange<false>(pf, b * pf_step, (b + 1) * pf_step);
+    __m512i i1[NT], i2[NT];
+#pragma GCC unroll 8
+    for (int j = 0; j < NT; ++j) i1[j] = i2[j] = _mm512_setzero_si512();
+    for (int gg = 0; gg < gpb; ++gg) {
+      const int g = b * gpb + gg;
       __m512i s[NT];
 #pragma GCC unroll 8
       for (int j = 0; j < NT; ++j) s[j] = _mm512_setzero_si512();
-#pragma GCC unroll 8
-      for (int k = 0; k < 8; ++k) {
-        const __m512i wv = _mm512_loadu_si512(q + b * 8 + k);
+      for (int k = 0; k < kpg; ++k) {
+        const __m512i wv = _mm512_loadu_si512(q + g * kpg + k);
 #pragma GCC unroll 8
         for (int j = 0; j < NT; ++j) {
-          s[j] = _mm512_dpbusd_epi32(s[j], wv, _mm512_set1_epi32(Load32(xq[j] + b * 32 + 4 * k)));
+          s[j] =
+              _mm512_dpbusd_epi32(s[j], wv, _mm512_set1_epi32(Load32(xq[j] + g * f.g + 4 * k)));
         }
       }
-      const __m512 dv = _mm512_loadu_ps(&t.d[b * 16]);
+      const __m512i scv = _mm512_loadu_si512(&t.sc[g * 16]);
+      const __m512i mnv = _mm512_loadu_si512(&t.mn[g * 16]);
 #pragma GCC unroll 8
       for (int j = 0; j < NT; ++j) {
-        const __m512i i = _mm512_sub_epi32(s[j], _mm512_set1_epi32(f.offset * bs[j][b]));
-        const __m512 dd = _mm512_mul_ps(dv, _mm512_set1_ps(dx[j][b]));
-        acc[j] = _mm512_add_ps(acc[j], _mm512_mul_ps(dd, _mm512_cvtepi32_ps(i)));
+        i1[j] = _mm512_add_epi32(i1[j], _mm512_mullo_epi32(scv, s[j]));
+        i2[j] = _mm512_add_epi32(i2[j], _mm512_mullo_epi32(mnv, _mm512_set1_epi32(bs[j][g])));
       }
     }
-  } else {
-    const int gpb = f.sb / f.g, kpg = f.g / 4;
-    for (int b = 0; b < nsb; ++b) {
-      if (pf != nullptr) qmm::PrefetchRange<false>(pf, b * pf_step, (b + 1) * pf_step);
-      __m512i i1[NT], i2[NT];
+    const __m512 dv = _mm512_loadu_ps(&t.d[b * 16]);
+    const __m512 mv = _mm512_loadu_ps(&t.dmin[b * 16]);
 #pragma GCC unroll 8
-      for (int j = 0; j < NT; ++j) i1[j] = i2[j] = _mm512_setzero_si512();
-      for (int gg = 0; gg < gpb; ++gg) {
-        const int g = b * gpb + gg;
-        __m512i s[NT];
-#pragma GCC unroll 8
-        for (int j = 0; j < NT; ++j) s[j] = _mm512_setzero_si512();
-        for (int k = 0; k < kpg; ++k) {
-          const __m512i wv = _mm512_loadu_si512(q + g * kpg + k);
-#pragma GCC unroll 8
-          for (int j = 0; j < NT; ++j) {
-            s[j] =
-                _mm512_dpbusd_epi32(s[j], wv, _mm512_set1_epi32(Load32(xq[j] + g * f.g + 4 * k)));
-          }
-        }
-        const __m512i scv = _mm512_loadu_si512(&t.sc[g * 16]);
-        const __m512i mnv = _mm512_loadu_si512(&t.mn[g * 16]);
-#pragma GCC unroll 8
-        for (int j = 0; j < NT; ++j) {
-          i1[j] = _mm512_add_epi32(i1[j], _mm512_mullo_epi32(scv, s[j]));
-          i2[j] = _mm512_add_epi32(i2[j], _mm512_mullo_epi32(mnv, _mm512_set1_epi32(bs[j][g])));
-        }
-      }
-      const __m512 dv = _mm512_loadu_ps(&t.d[b * 16]);
-      const __m512 mv = _mm512_loadu_ps(&t.dmin[b * 16]);
-#pragma GCC unroll 8
-      for (int j = 0; j < NT; ++j) {
-        const __m512 x = _mm512_set1_ps(dx[j][b]);
-        acc[j] =
-            _mm512_add_ps(acc[j], _mm512_mul_ps(_mm512_mul_ps(dv, x), _mm512_cvtepi32_ps(i1[j])));
-        acc[j] =
-            _mm512_sub_ps(acc[j], _mm512_mul_ps(_mm512_mul_ps(mv, x), _mm512_cvtepi32_ps(i2[j])));
-      }
+    for (int j = 0; j < NT; ++j) {
+      const __m512 x = _mm512_set1_ps(dx[j][b]);
+      acc[j] =
+          _mm512_add_ps(acc[j], _mm512_mul_ps(_mm512_mul_ps(dv, x), _mm512_cvtepi32_ps(i1[j])));
+      acc[j] =
+          _mm512_sub_ps(acc[j], _mm512_mul_ps(_mm512_mul_ps(mv, x), _mm512_cvtepi32_ps(i2[j])));
     }
   }
 #pragma GCC unroll 8
-  for (int j = 0; j < NT; ++j) {
-    float lanes[16];
-    _mm512_storeu_ps(lanes, acc[j]);
-    for (int l = 0; l < nr; ++l) out[(tok0 + j) * out_stride + l] = lanes[l];
-  }
+  for (int j = 0; j < NT; ++j) StoreRows(acc[j], nr, out + (tok0 + j) * out_stride);
 }
 
 // QuantizeAct with the same bits: max is order-free, x * id is the same product, and roundf
@@ -719,11 +766,29 @@ inline __m512 LoadF16x16(const uint8_t* p, int64_t rb) {
   return _mm512_cvtph_ps(v);
 }
 
+// A full Q8_0 tile of RepackQ8Tiles from the 16 rows at src (rb bytes apart).
+void PackQ8TileAvx512(const uint8_t* src, int64_t rb, int nsb, uint8_t* tile) {
+  const int64_t level_offset = Q8TileBytes(32 * nsb) - 512 * nsb;
+  std::memset(tile, 0, static_cast<size_t>(level_offset));  // (the scales' padding)
+  const __m512i x80 = _mm512_set1_epi8(static_cast<char>(0x80));
+  __m512i o[8];
+  for (int b = 0; b < nsb; ++b) {
+    const uint8_t* blk = src + b * 34;
+    for (int r = 0; r < 16; ++r) std::memcpy(tile + (b * 16 + r) * 2, blk + r * rb, 2);
+    Transpose16x8(blk + 2, rb, o);
+    uint8_t* lv = tile + level_offset + b * 512;
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; ++k) {
+      _mm512_storeu_si512(lv + 64 * k, _mm512_xor_si512(o[k], x80));
+    }
+  }
+}
+
 // Full 16-row tiles of Q8_0 / Q4_0 / Q4_K straight from the blocks. Returns false if not
 // handled (other dtypes, partial tiles): the caller uses the generic PackTile.
 bool PackTileAvx512(const WeightMatrix& wm, const Fmt& f, int64_t r0, int nr, Tile* t,
                     bool cached) {
-  if (nr != 16) return false;
+  if (nr != 16 || wm.layout != WeightLayout::kRows) return false;
   const DType dt = wm.dtype;
   if (dt != DType::kQ8_0 && dt != DType::kQ4_0 && dt != DType::kQ5_0 && dt != DType::kQ4_K) {
     return false;
@@ -852,9 +917,9 @@ bool PackTileAvx512(const WeightMatrix& wm, const Fmt& f, int64_t r0, int nr, Ti
 // Two full tiles (rows r0 .. r0 + 31) for NT tokens, blocks of 32 only: each token's
 // broadcast activation dword serves both tiles and each weight vector all NT tokens, so loads
 // stay under the dpbusd rate (one tile x 8 tokens needs more than one load per dpbusd). Each
-// lane's operations are KernelAvx512T's, so the bits are the same. out: row r0 of token tok0.
-template <int NT>
-void KernelAvx512Pair(const Tile& t0, const Tile& t1, const Fmt& f, int cols, const Act& a,
+// lane's operations are KernelBlocks32T's, so the bits are the same. out: row r0 of token tok0.
+template <int NT, class Blocks32>
+void KernelAvx512Pair(const Blocks32& t0, const Blocks32& t1, const Fmt& f, int cols, const Act& a,
                       int tok0, float* out, int64_t out_stride, const uint8_t* pf,
                       int64_t pf_step) {
   const int nsb = cols / 32;
@@ -864,8 +929,8 @@ void KernelAvx512Pair(const Tile& t0, const Tile& t1, const Fmt& f, int cols, co
   __m512 acc[2][NT];
 #pragma GCC unroll 8
   for (int j = 0; j < NT; ++j) acc[0][j] = acc[1][j] = _mm512_setzero_ps();
-  const __m512i* q0 = reinterpret_cast<const __m512i*>(t0.q.data());
-  const __m512i* q1 = reinterpret_cast<const __m512i*>(t1.q.data());
+  const __m512i* q0 = reinterpret_cast<const __m512i*>(t0.levels);
+  const __m512i* q1 = reinterpret_cast<const __m512i*>(t1.levels);
   for (int b = 0; b < nsb; ++b) {
     if (pf != nullptr) qmm::PrefetchRange<false>(pf, b * pf_step, (b + 1) * pf_step);
     __m512i s[2][NT];
@@ -882,7 +947,7 @@ void KernelAvx512Pair(const Tile& t0, const Tile& t1, const Fmt& f, int cols, co
         s[1][j] = _mm512_dpbusd_epi32(s[1][j], w1, xv);
       }
     }
-    const __m512 d0 = _mm512_loadu_ps(&t0.d[b * 16]), d1 = _mm512_loadu_ps(&t1.d[b * 16]);
+    const __m512 d0 = t0.Scales(b), d1 = t1.Scales(b);
 #pragma GCC unroll 8
     for (int j = 0; j < NT; ++j) {
       const __m512i o = _mm512_set1_epi32(f.offset * bs[j * nsb + b]);
@@ -916,7 +981,8 @@ struct GroupPrefetch {
 
 // Two full tiles of blocks of 32 for every token: KernelAvx512Pair on 4 tokens at a time, the
 // rest one token per tile. pf / pf_bytes: the rows after both tiles, prefetched meanwhile.
-void KernelAvx512Pairs(const Tile& t0, const Tile& t1, const Fmt& f, int cols, const Act& a,
+template <class Blocks32>
+void KernelAvx512Pairs(const Blocks32& t0, const Blocks32& t1, const Fmt& f, int cols, const Act& a,
                        int n_tok, float* out, int64_t out_stride, const uint8_t* pf,
                        int64_t pf_bytes) {
   const GroupPrefetch gp(pf, pf_bytes, n_tok / 4 + n_tok % 4, cols / 32);
@@ -925,24 +991,72 @@ void KernelAvx512Pairs(const Tile& t0, const Tile& t1, const Fmt& f, int cols, c
     KernelAvx512Pair<4>(t0, t1, f, cols, a, tok, out, out_stride, gp.At(g), gp.step);
   }
   for (; tok < n_tok; ++tok, ++g) {
-    KernelAvx512T<1>(t0, f, cols, a, tok, out, out_stride, 16, gp.At(g), gp.step);
-    KernelAvx512T<1>(t1, f, cols, a, tok, out + 16, out_stride, 16, nullptr, 0);
+    KernelBlocks32T<1>(t0, f, cols, a, tok, out, out_stride, 16, gp.At(g), gp.step);
+    KernelBlocks32T<1>(t1, f, cols, a, tok, out + 16, out_stride, 16, nullptr, 0);
   }
 }
 
-// One tile for every token; pf / pf_bytes: the next tile's rows, prefetched meanwhile.
-void KernelAvx512(const Tile& t, const Fmt& f, int cols, const Act& a, int n_tok, float* out,
-                  int64_t out_stride, int nr, const uint8_t* pf, int64_t pf_bytes) {
-  const GroupPrefetch gp(pf, pf_bytes, n_tok / 8 + n_tok % 8 / 4 + n_tok % 4, cols / f.sb);
+// One tile for every token; pf / pf_bytes: the next tile's rows, prefetched meanwhile. 8 tokens
+// share each weight vector load and keep 8 independent dpbusd chains in flight.
+template <class Kernel>
+void RunTokenGroups(int n_tok, int nsb, const uint8_t* pf, int64_t pf_bytes, Kernel kernel) {
+  const GroupPrefetch gp(pf, pf_bytes, n_tok / 8 + n_tok % 8 / 4 + n_tok % 4, nsb);
   int tok = 0, g = 0;
   auto run = [&]<int NT>() {
-    KernelAvx512T<NT>(t, f, cols, a, tok, out, out_stride, nr, gp.At(g++), gp.step);
+    kernel.template operator()<NT>(tok, gp.At(g++), gp.step);
     tok += NT;
   };
-  // 8 tokens share each weight vector load and keep 8 independent dpbusd chains in flight.
   while (tok + 8 <= n_tok) run.template operator()<8>();
   while (tok + 4 <= n_tok) run.template operator()<4>();
   while (tok < n_tok) run.template operator()<1>();
+}
+
+template <class Blocks32>
+void KernelBlocks32(const Blocks32& t, const Fmt& f, int cols, const Act& a, int n_tok,
+                    float* out, int64_t out_stride, int nr, const uint8_t* pf, int64_t pf_bytes) {
+  RunTokenGroups(n_tok, cols / 32, pf, pf_bytes, [&]<int NT>(int tok, const uint8_t* p, int64_t step) {
+    KernelBlocks32T<NT>(t, f, cols, a, tok, out, out_stride, nr, p, step);
+  });
+}
+
+void KernelAvx512(const Tile& t, const Fmt& f, int cols, const Act& a, int n_tok, float* out,
+                  int64_t out_stride, int nr, const uint8_t* pf, int64_t pf_bytes) {
+  if (!f.k) return KernelBlocks32(OfTile(t), f, cols, a, n_tok, out, out_stride, nr, pf, pf_bytes);
+  RunTokenGroups(n_tok, cols / f.sb, pf, pf_bytes, [&]<int NT>(int tok, const uint8_t* p, int64_t step) {
+    KernelSuperBlocksT<NT>(t, f, cols, a, tok, out, out_stride, nr, p, step);
+  });
+}
+
+// From this many tokens on, pairs of tiles beat single tiles (KernelAvx512Pair).
+constexpr int kMinPairTokens = 8;
+
+// Tiles [tile0, tile1) of a kQ8Tiles matrix for every token, read in place (no transpose, no
+// copy: the layout is the kernels' own). follow: as RunTiles'.
+void RunQ8Tiles(const WeightMatrix& wm, const Fmt& f, const Act& a, int n_tok, float* out,
+                int64_t tile0, int64_t tile1, int64_t follow) {
+  const int cols = static_cast<int>(wm.cols);
+  const int64_t tb = Q8TileBytes(cols), n_tiles = (wm.rows + 15) / 16;
+  const int64_t level_offset = tb - 512 * (cols / 32);
+  const uint8_t* base = static_cast<const uint8_t*>(wm.data);
+  auto view = [&](int64_t t) {
+    const uint8_t* p = base + t * tb;
+    return Q8TileView{p + level_offset, reinterpret_cast<const uint16_t*>(p)};
+  };
+  auto ahead = [&](int64_t t) -> const uint8_t* {  // the tile after t in this thread's order
+    t = t + 1 < tile1 ? t + 1 : follow;
+    return t < 0 || t >= n_tiles ? nullptr : base + t * tb;
+  };
+  for (int64_t ti = tile0; ti < tile1; ++ti) {
+    const int64_t r0 = ti * 16;
+    if (n_tok >= kMinPairTokens && ti + 1 < tile1 && r0 + 32 <= wm.rows) {
+      KernelAvx512Pairs(view(ti), view(ti + 1), f, cols, a, n_tok, out + r0, wm.rows,
+                        ahead(ti + 1), 2 * tb);
+      ++ti;
+      continue;
+    }
+    const int nr = static_cast<int>(std::min<int64_t>(16, wm.rows - r0));
+    KernelBlocks32(view(ti), f, cols, a, n_tok, out + r0, wm.rows, nr, ahead(ti), tb);
+  }
 }
 
 // ---- Direct (row-major) AVX-512 kernel for a few tokens. ----
@@ -1241,14 +1355,14 @@ void RunDirect(const WeightMatrix& wm, int64_t r0, const Act& a, int n_tok, cons
 
 namespace {
 
-// From this many tokens on, pairs of tiles beat single tiles (KernelAvx512Pair).
-constexpr int kMinPairTokens = 8;
-
 // Row tiles [tile0, tile1) of width w: unpack once, apply to all tokens (or, for a few tokens,
 // the direct kernels on full tiles; with AMX, the tile multiplies on full tiles). `follow`: the
 // first tile of this thread's next run (-1: none), so that the prefetch ahead continues into it.
 void RunTiles(const WeightMatrix& wm, const Fmt& f, const Act& a, const qmm::AmxAct* amx,
               int n_tok, float* out, int kernel, int64_t tile0, int64_t tile1, int64_t follow) {
+  if (wm.layout == WeightLayout::kQ8Tiles && kernel == 2) {
+    return RunQ8Tiles(wm, f, a, n_tok, out, tile0, tile1, follow);
+  }
   const int w = kernel >= 2 ? 16 : kernel == 1 ? 8 : 1;
   const int cols = static_cast<int>(wm.cols);
   thread_local RowIR row;
@@ -1283,7 +1397,7 @@ void RunTiles(const WeightMatrix& wm, const Fmt& f, const Act& a, const qmm::Amx
     if (pairs && nr == 16 && ti + 1 < tile1 && r0 + 32 <= wm.rows &&
         PackTileAvx512(wm, f, r0, 16, &tile, prefetched) &&
         PackTileAvx512(wm, f, r0 + 16, 16, &tile2, prefetched)) {
-      KernelAvx512Pairs(tile, tile2, f, cols, a, n_tok, out + r0, wm.rows, ahead(ti + 1),
+      KernelAvx512Pairs(OfTile(tile), OfTile(tile2), f, cols, a, n_tok, out + r0, wm.rows, ahead(ti + 1),
                         2 * w * wm.row_bytes());
       ++ti;
       continue;
@@ -1339,7 +1453,15 @@ void QMatMulShared(const WeightMatrix* const* ws, int n_w, const float* x, int n
   const int cols = static_cast<int>(ws[0]->cols);
   GOOSE_CHECK(cols % f.sb == 0);
   GOOSE_CHECK(kernel >= 0 && kernel <= IntKernelFor(DetectCpuLevel()));
-  for (int i = 0; i < n_w; ++i) GOOSE_CHECK(ws[i]->dtype == dtype && ws[i]->cols == cols);
+  const WeightLayout layout = ws[0]->layout;
+  for (int i = 0; i < n_w; ++i) {
+    GOOSE_CHECK(ws[i]->dtype == dtype && ws[i]->cols == cols && ws[i]->layout == layout);
+  }
+  // Tiles are the AVX-512 kernel's layout (AMX multiplies row-major tiles): at most kernel 2.
+  if (layout == WeightLayout::kQ8Tiles) {
+    GOOSE_CHECK(dtype == DType::kQ8_0);
+    kernel = std::min(kernel, 2);
+  }
   // (thread_local: the lambdas below, which run on other threads too, use the reference.)
   thread_local Act a_buf;
   Act& a = a_buf;
@@ -1410,6 +1532,73 @@ void QMatMulShared(const WeightMatrix* const* ws, int n_w, const float* x, int n
       t0 = t1;
     }
   });
+}
+
+int64_t Q8TileBytes(int64_t cols) {
+  const int64_t nsb = cols / 32;
+  return (32 * nsb + 63) / 64 * 64 + 512 * nsb;
+}
+
+int64_t Q8TiledBytes(int64_t rows, int64_t cols) { return (rows + 15) / 16 * Q8TileBytes(cols); }
+
+namespace {
+// Row r's place in the tiles: its f16 scale of block b at scale(b), its levels 4k .. 4k+3 of
+// block b at level(b, k).
+struct Q8TileSlot {
+  uint8_t* tile;
+  int64_t level_offset;  // of block 0's vectors in the tile
+  int lane;
+  Q8TileSlot(const WeightMatrix& w, int64_t r, const uint8_t* base)
+      : tile(const_cast<uint8_t*>(base) + r / 16 * Q8TileBytes(w.cols)),
+        level_offset(Q8TileBytes(w.cols) - 512 * (w.cols / 32)),
+        lane(static_cast<int>(r % 16)) {}
+  uint8_t* scale(int64_t b) const { return tile + (b * 16 + lane) * 2; }
+  uint8_t* level(int64_t b, int k) const { return tile + level_offset + b * 512 + k * 64 + lane * 4; }
+};
+constexpr uint32_t kSignBits = 0x80808080u;  // q ^ 0x80 in each byte: signed <-> unsigned levels
+}  // namespace
+
+void RepackQ8Tiles(const WeightMatrix& w, uint8_t* out) {
+  GOOSE_CHECK(w.dtype == DType::kQ8_0 && w.layout == WeightLayout::kRows);
+  const int64_t rb = w.row_bytes(), tb = Q8TileBytes(w.cols), nsb = w.cols / 32;
+  const bool avx512 = ActiveCpuLevel() >= CpuLevel::kAvx512;
+  for (int64_t r0 = 0; r0 < w.rows; r0 += 16) {
+    const uint8_t* src = static_cast<const uint8_t*>(w.data) + r0 * rb;
+    uint8_t* tile = out + r0 / 16 * tb;
+    if (avx512 && r0 + 16 <= w.rows) {  // a full tile: 16 rows transposed at once
+      PackQ8TileAvx512(src, rb, static_cast<int>(nsb), tile);
+      continue;
+    }
+    std::memset(tile, 0, static_cast<size_t>(tb));  // (rows past the last stay zero)
+    for (int64_t r = r0; r < std::min(r0 + 16, w.rows); ++r) {
+      const uint8_t* row = static_cast<const uint8_t*>(w.data) + r * rb;
+      const Q8TileSlot slot(w, r, out);
+      for (int64_t b = 0; b < nsb; ++b) {
+        std::memcpy(slot.scale(b), row + b * 34, 2);
+        for (int k = 0; k < 8; ++k) {
+          uint32_t v;
+          std::memcpy(&v, row + b * 34 + 2 + 4 * k, 4);
+          v ^= kSignBits;
+          std::memcpy(slot.level(b, k), &v, 4);
+        }
+      }
+    }
+  }
+}
+
+void Q8TiledRow(const WeightMatrix& w, int64_t r, uint8_t* out) {
+  GOOSE_CHECK(w.dtype == DType::kQ8_0 && w.layout == WeightLayout::kQ8Tiles);
+  GOOSE_CHECK(r >= 0 && r < w.rows);
+  const Q8TileSlot slot(w, r, static_cast<const uint8_t*>(w.data));
+  for (int64_t b = 0; b < w.cols / 32; ++b) {
+    std::memcpy(out + b * 34, slot.scale(b), 2);
+    for (int k = 0; k < 8; ++k) {
+      uint32_t v;
+      std::memcpy(&v, slot.level(b, k), 4);
+      v ^= kSignBits;
+      std::memcpy(out + b * 34 + 2 + 4 * k, &v, 4);
+    }
+  }
 }
 
 float QDotReference(DType t, const uint8_t* row, int64_t cols, const float* x) {

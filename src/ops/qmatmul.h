@@ -44,6 +44,18 @@ void QMatMul(const WeightMatrix& w, const float* x, int n_tokens, float* out, Th
 void QMatMulShared(const WeightMatrix* const* w, int n_w, const float* x, int n_tokens,
                    float* const* out, ThreadPool* pool, int kernel);
 
+// Q8_0 tiles (WeightLayout::kQ8Tiles): tile t (rows 16t .. 16t + 15) at t * Q8TileBytes(cols)
+// holds the rows' f16 scales [block][16] (padded to a multiple of 64 bytes), then per block 8
+// vectors of 64 bytes, vector k = levels 4k .. 4k+3 of each of the 16 rows as unsigned bytes
+// (q ^ 0x80). Rows past the last one have zero scales and levels. The AVX-512 kernel reads
+// these tiles in place; the other kernels rebuild rows from them (Q8TiledRow).
+int64_t Q8TileBytes(int64_t cols);
+int64_t Q8TiledBytes(int64_t rows, int64_t cols);
+// Writes the tiles of a row-major Q8_0 matrix to out (Q8TiledBytes(w.rows, w.cols) bytes).
+void RepackQ8Tiles(const WeightMatrix& w, uint8_t* out);
+// Row r of a kQ8Tiles matrix as GGUF Q8_0 blocks (RowBytes(kQ8_0, w.cols) bytes).
+void Q8TiledRow(const WeightMatrix& w, int64_t r, uint8_t* out);
+
 // Reference for one row and one token, straight from the blocks (plain scalar code, no IR).
 float QDotReference(DType t, const uint8_t* row, int64_t cols, const float* x);
 

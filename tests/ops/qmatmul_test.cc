@@ -13,6 +13,7 @@
 #include "ops/cpu_features.h"
 #include "ops/ops.h"
 #include "ops/quant.h"
+#include "util/aligned.h"
 #include "util/fp16.h"
 #include "util/rng.h"
 #include "util/thread_pool.h"
@@ -234,18 +235,69 @@ void CheckEveryKernelBatchAndThreadCount(int rows, int cols, std::vector<int> ba
                                             x.data() + static_cast<size_t>(tok) * cols);
       }
     }
-    for (int k : Kernels()) {
-      for (ThreadPool* pool : pools) {
-        for (int n : batches) {
-          std::vector<float> out(static_cast<size_t>(n) * rows, -7.0f);
-          QMatMul(w, x.data(), n, out.data(), pool, k);
-          for (size_t i = 0; i < out.size(); ++i) {
-            ASSERT_EQ(std::memcmp(&out[i], &ref[i], 4), 0)
-                << GetDTypeInfo(t).name << " kernel " << k << " threads "
-                << (pool ? pool->size() : 1) << " n " << n << " token " << i / rows << " row "
-                << i % rows << ": " << out[i] << " vs " << ref[i];
+    // Q8_0 also as tiles (WeightLayout::kQ8Tiles): every kernel reads them, natively or not.
+    AlignedVector<uint8_t> tiles;
+    std::vector<WeightMatrix> layouts = {w};
+    if (t == DType::kQ8_0) {
+      tiles.resize(static_cast<size_t>(Q8TiledBytes(rows, cols)));
+      RepackQ8Tiles(w, tiles.data());
+      layouts.push_back({t, tiles.data(), rows, cols, WeightLayout::kQ8Tiles});
+    }
+    for (const WeightMatrix& wl : layouts) {
+      for (int k : Kernels()) {
+        for (ThreadPool* pool : pools) {
+          for (int n : batches) {
+            std::vector<float> out(static_cast<size_t>(n) * rows, -7.0f);
+            QMatMul(wl, x.data(), n, out.data(), pool, k);
+            for (size_t i = 0; i < out.size(); ++i) {
+              ASSERT_EQ(std::memcmp(&out[i], &ref[i], 4), 0)
+                  << GetDTypeInfo(t).name << (wl.layout == WeightLayout::kQ8Tiles ? " tiles" : "")
+                  << " kernel " << k << " threads " << (pool ? pool->size() : 1) << " n " << n
+                  << " token " << i / rows << " row " << i % rows << ": " << out[i] << " vs "
+                  << ref[i];
+            }
           }
         }
+      }
+    }
+  }
+}
+
+// Q8_0 tiles hold exactly the rows' blocks: every row comes back byte for byte, GetRow reads
+// them as it reads rows, and an odd block count (its scales padded to 64 bytes) works in
+// QMatMul like any other.
+TEST(QMatMulTest, Q8TilesRoundTripAndMatchRows) {
+  SplitMix64 rng(21);
+  for (const auto [rows, cols] : {std::pair{37, 96}, std::pair{16, 32}, std::pair{50, 768}}) {
+    const auto q = Quantize(DType::kQ8_0, RandomRow(rng, int64_t{rows} * cols, 0.1), rows, cols);
+    const WeightMatrix w{DType::kQ8_0, q.data(), rows, cols};
+    AlignedVector<uint8_t> tiles(static_cast<size_t>(Q8TiledBytes(rows, cols)));
+    RepackQ8Tiles(w, tiles.data());
+    // The scalar repack (below AVX-512) writes the same bytes as the vectorized one.
+    AlignedVector<uint8_t> scalar(tiles.size(), 0xAA);
+    SetCpuLevelCap(CpuLevel::kAvx2);
+    RepackQ8Tiles(w, scalar.data());
+    SetCpuLevelCap(kMaxCpuLevel);
+    ASSERT_EQ(std::memcmp(scalar.data(), tiles.data(), tiles.size()), 0) << rows << "x" << cols;
+    const WeightMatrix wt{DType::kQ8_0, tiles.data(), rows, cols, WeightLayout::kQ8Tiles};
+    std::vector<uint8_t> row(static_cast<size_t>(w.row_bytes()));
+    std::vector<float> a(cols), b(cols);
+    for (int r = 0; r < rows; ++r) {
+      Q8TiledRow(wt, r, row.data());
+      ASSERT_EQ(std::memcmp(row.data(), q.data() + r * w.row_bytes(), row.size()), 0) << r;
+      GetRow(w, r, a.data());
+      GetRow(wt, r, b.data());
+      ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0) << r;
+    }
+    ThreadPool pool(2);
+    for (int n : {1, 4, 9, 33}) {
+      const auto x = RandomRow(rng, int64_t{n} * cols, 1.0);
+      for (int k : Kernels()) {
+        std::vector<float> want(static_cast<size_t>(n) * rows), got(want.size(), -7.0f);
+        QMatMul(w, x.data(), n, want.data(), &pool, k);
+        QMatMul(wt, x.data(), n, got.data(), &pool, k);
+        ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size() * 4), 0)
+            << rows << "x" << cols << " kernel " << k << " n " << n;
       }
     }
   }
