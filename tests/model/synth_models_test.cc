@@ -11,10 +11,12 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "model/model.h"
 #include "model_test_util.h"
 #include "ops/cpu_features.h"
+#include "ops/qmatmul.h"
 #include "synth/synth.h"
 #include "tree_test_lib.h"
 
@@ -130,6 +132,67 @@ TEST_P(SynthModelTest, KeepPathAndTruncateContinueBitwise) {
   const Model& m = SynthModel(GetParam());
   CheckKeepPathContinuation(m, 2, /*seed=*/13, /*n_trials=*/2);
   CheckTruncateContinuation(m, 1, /*seed=*/14);
+}
+
+// Q8_0 weights stored as the AVX-512 kernel's tiles (what Model::Load makes on a VNNI CPU)
+// give the logits of the same file loaded as rows, for a prompt pass, single tokens and a
+// tree; and every matrix of the model is tiled (token_embd, read by rows, excepted).
+TEST(SynthModelLayoutTest, Q8TilesGiveTheLogitsOfRows) {
+  if (DetectCpuLevel() < CpuLevel::kAvx512 || IntKernelFor(CpuLevel::kAvx512) != 2) {
+    GTEST_SKIP() << "no AVX-512 VNNI: Q8_0 weights are never tiled here";
+  }
+  for (const char* arch : {"llama", "qwen2"}) {
+    SynthParams p;
+    p.arch = arch;
+    p.dtype = DType::kQ8_0;
+    p.vocab_from = TinyModelPath();
+    p.n_layer = 2, p.n_vocab = 640, p.context_length = 512, p.seed = 8;
+    p.n_embd = 96, p.n_head = 6, p.n_head_kv = 2, p.n_ff = 160;  // 160 rows: a partial tile
+    p.tied_output = std::string(arch) == "qwen2";
+    const std::string path = ::testing::TempDir() + "/goose_synth_tiles_" + arch + "_" +
+                             std::to_string(::getpid()) + ".gguf";
+    ASSERT_TRUE(SynthesizeModel(p, path).ok());
+    SetCpuLevelCap(CpuLevel::kAvx512);  // (on an AMX CPU too: the level that tiles)
+    auto tiled = Model::Load(path);
+    SetCpuLevelCap(CpuLevel::kAvx2);
+    auto rows = Model::Load(path);
+    SetCpuLevelCap(kMaxCpuLevel);
+    std::remove(path.c_str());
+    ASSERT_TRUE(tiled.ok() && rows.ok());
+    const Model& mt = **tiled;
+    const Model& mr = **rows;
+    EXPECT_EQ(mt.output().layout, WeightLayout::kQ8Tiles);
+    EXPECT_EQ(mt.token_embd().layout, WeightLayout::kRows);
+    for (const LayerWeights& L : mt.layers()) {
+      for (const WeightMatrix* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) {
+        EXPECT_EQ(w->layout, WeightLayout::kQ8Tiles);
+      }
+    }
+    EXPECT_EQ(mr.output().layout, WeightLayout::kRows);
+    ThreadPool pool(2);
+    Context ct(mt, 0, &pool), cr(mr, 0, &pool);
+    const int n_vocab = mt.config().n_vocab;
+    auto same = [&](const char* what) {
+      ASSERT_EQ(ct.n_batch(), cr.n_batch());
+      for (int i = 0; i < ct.n_batch(); ++i) {
+        ASSERT_EQ(std::memcmp(ct.logits(i), cr.logits(i), n_vocab * 4), 0)
+            << arch << " " << what << " row " << i;
+      }
+    };
+    const std::vector<int32_t> prompt = {1, 5, 9, 200, 3, 77, 14, 600, 2, 31, 8, 99, 45, 6, 7, 10,
+                                         11, 300, 12};
+    for (Context* c : {&ct, &cr}) ASSERT_TRUE(c->ForwardChain(prompt).ok());
+    same("prompt");
+    for (Context* c : {&ct, &cr}) c->KeepAll();
+    const std::vector<int32_t> one = {42};
+    for (Context* c : {&ct, &cr}) ASSERT_TRUE(c->ForwardChain(one).ok());
+    same("one token");
+    for (Context* c : {&ct, &cr}) c->KeepAll();
+    const std::vector<int32_t> tree = {4, 5, 6, 7, 8, 9, 10, 11, 12};
+    const std::vector<int32_t> parents = {-1, 0, 0, 1, 1, 2, 3, 3, 7};
+    for (Context* c : {&ct, &cr}) ASSERT_TRUE(c->Forward(tree, parents).ok());
+    same("tree");
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(
