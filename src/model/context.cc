@@ -21,6 +21,19 @@ namespace {
 constexpr int64_t kMinParallelAttention = 1 << 17;
 // Below this many elements SwiGLU runs on the calling thread.
 constexpr int64_t kMinParallelElementwise = 1 << 15;
+
+// fn(i) for every token i < n of a batch (independent per-token work: norms, RoPE, residual
+// adds), split over the pool's threads when the batch has enough elements (n * width).
+template <class F>
+void ForTokens(ThreadPool* pool, int n, int64_t width, F&& fn) {
+  if (pool == nullptr || pool->size() == 1 || int64_t{n} * width < kMinParallelElementwise) {
+    for (int i = 0; i < n; ++i) fn(i);
+    return;
+  }
+  pool->ParallelFor(n, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) fn(static_cast<int>(i));
+  });
+}
 // Prefix keys scored (and values accumulated) per step for all queries of a task: a tile of
 // K or V rows stays in L1 while every query of the block uses it.
 constexpr int kKeyTile = 64;
@@ -151,6 +164,11 @@ Status Context::Forward(std::span<const int32_t> tokens, std::span<const int32_t
   const bool neox = c.rope_style == RopeStyle::kNeox;
   const size_t layer_kv = static_cast<size_t>(n_ctx_) * s.kv_dim;
 
+  auto add_residual = [&](int i) {  // x += tmp, token i
+    float* x = s.x.data() + static_cast<size_t>(i) * c.n_embd;
+    const float* t = s.tmp.data() + static_cast<size_t>(i) * c.n_embd;
+    for (int e = 0; e < c.n_embd; ++e) x[e] += t[e];
+  };
   for (int l = 0; l < c.n_layer; ++l) {
     const LayerWeights& L = model_.layers()[l];
     float* k_layer = s.k_cache.data() + l * layer_kv;
@@ -159,16 +177,16 @@ Status Context::Forward(std::span<const int32_t> tokens, std::span<const int32_t
     float* k_new = k_layer + static_cast<size_t>(n_past_) * s.kv_dim;
     float* v_new = v_layer + static_cast<size_t>(n_past_) * s.kv_dim;
 
-    for (int i = 0; i < n; ++i) {
+    ForTokens(pool_, n, c.n_embd, [&](int i) {
       RmsNorm(s.x.data() + i * c.n_embd, L.attn_norm, c.n_embd, c.rms_eps,
               s.xn.data() + i * c.n_embd);
-    }
+    });
     {
       const WeightMatrix* w[] = {&L.wq, &L.wk, &L.wv};
       float* out[] = {s.q.data(), k_new, v_new};
       MatMulShared(w, 3, s.xn.data(), n, out, pool_);
     }
-    for (int i = 0; i < n; ++i) {
+    ForTokens(pool_, n, s.q_dim + 2 * s.kv_dim, [&](int i) {
       float* qi = s.q.data() + static_cast<size_t>(i) * s.q_dim;
       float* ki = k_new + static_cast<size_t>(i) * s.kv_dim;
       float* vi = v_new + static_cast<size_t>(i) * s.kv_dim;
@@ -182,7 +200,7 @@ Status Context::Forward(std::span<const int32_t> tokens, std::span<const int32_t
       for (int h = 0; h < c.n_head_kv; ++h) {
         RopeApply(ki + h * hd, c.n_rot, cs, cs + half_rot, neox);
       }
-    }
+    });
 
     // Attention: one task per (KV head, block of queries); threads split tasks, never a
     // reduction. A task scores the block's queries of every head sharing that KV head against
@@ -264,12 +282,12 @@ Status Context::Forward(std::span<const int32_t> tokens, std::span<const int32_t
     }
 
     MatMul(L.wo, attn, n, s.tmp.data(), pool_);
-    for (size_t e = 0; e < static_cast<size_t>(n) * c.n_embd; ++e) s.x[e] += s.tmp[e];
+    ForTokens(pool_, n, c.n_embd, add_residual);
 
-    for (int i = 0; i < n; ++i) {
+    ForTokens(pool_, n, c.n_embd, [&](int i) {
       RmsNorm(s.x.data() + i * c.n_embd, L.ffn_norm, c.n_embd, c.rms_eps,
               s.xn.data() + i * c.n_embd);
-    }
+    });
     {
       const WeightMatrix* w[] = {&L.w_gate, &L.w_up};
       float* out[] = {s.gate.data(), s.up.data()};
@@ -287,13 +305,13 @@ Status Context::Forward(std::span<const int32_t> tokens, std::span<const int32_t
       SwiGlu(s.gate.data(), s.up.data(), static_cast<int>(n_ffn), s.gate.data());
     }
     MatMul(L.w_down, s.gate.data(), n, s.tmp.data(), pool_);
-    for (size_t e = 0; e < static_cast<size_t>(n) * c.n_embd; ++e) s.x[e] += s.tmp[e];
+    ForTokens(pool_, n, c.n_embd, add_residual);
   }
 
-  for (int i = 0; i < n; ++i) {
+  ForTokens(pool_, n, c.n_embd, [&](int i) {
     RmsNorm(s.x.data() + i * c.n_embd, model_.output_norm(), c.n_embd, c.rms_eps,
             s.xn.data() + i * c.n_embd);
-  }
+  });
   MatMul(model_.output(), s.xn.data(), n, s.logits.data(), pool_);
   n_batch_ = n;
   s.pending = true;
