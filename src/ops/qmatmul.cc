@@ -6,9 +6,11 @@
 // every token of the batch. With rows in lanes, VNNI's vpdpbusd (u8 x s8 -> s32, 4 columns per
 // lane) needs no horizontal sums, and each lane's float accumulation is the scalar order.
 //
-// For a few tokens (decode) on AVX-512 that unpack is most of the work, so full tiles of Q8_0,
-// Q4_0, Q5_0 and Q4_K are read straight from the blocks instead ("direct" kernels): integer
-// row sums are folded into the same lane layout, and the float code is the tile kernel's.
+// Q8_0 weights stored as tiles (WeightLayout::kQ8Tiles: the AVX-512 IR, made at load time) are
+// read in place by every batch size. For row-major weights and a few tokens (decode) on
+// AVX-512 the unpack is most of the work, so full tiles of Q8_0, Q4_0, Q5_0 and Q4_K are read
+// straight from the blocks instead ("direct" kernels): integer row sums are folded into the
+// same lane layout, and the float code is the tile kernel's.
 #include "ops/qmatmul.h"
 
 #include <immintrin.h>
