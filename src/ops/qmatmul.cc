@@ -194,7 +194,7 @@ struct Tile {
   int w = 1;
   AlignedVector<uint8_t> q;       // [cols / 4][w][4]
   AlignedVector<float> d, dmin;   // [cols / sb][w]
-  std::vector<int32_t> sc, mn;  // [cols / g][w]
+  AlignedVector<int32_t> sc, mn;  // [cols / g][w]
   void Resize(int cols, const Fmt& f, int width) {
     w = width;
     q.resize(static_cast<size_t>(cols) * w);
@@ -495,20 +495,28 @@ struct Q8TileView {
 
 TileView OfTile(const Tile& t) { return {t.q.data(), t.d.data()}; }
 
+// Tokens tok0 .. tok0 + NT - 1 of a: their levels, scales [nsb] and level sums [ng].
+template <int NT>
+struct TokenRows {
+  const int8_t* xq[NT];
+  const float* dx[NT];
+  const int32_t* bs[NT];
+  TokenRows(const Act& a, int tok0, int cols, int nsb, int ng) {
+    for (int j = 0; j < NT; ++j) {
+      xq[j] = a.q.data() + static_cast<size_t>(tok0 + j) * cols;
+      dx[j] = a.dx.data() + static_cast<size_t>(tok0 + j) * nsb;
+      bs[j] = a.bs.data() + static_cast<size_t>(tok0 + j) * ng;
+    }
+  }
+};
+
 // Blocks of 32, one tile for NT tokens (nr of its rows to out).
 template <int NT, class Blocks32>
 void KernelBlocks32T(const Blocks32& t, const Fmt& f, int cols, const Act& a, int tok0,
                      float* out, int64_t out_stride, int nr, const uint8_t* pf, int64_t pf_step) {
   const int nsb = cols / 32;
-  const int8_t* xq[NT];
-  const float* dx[NT];
-  const int32_t* bs[NT];
-#pragma GCC unroll 8
-  for (int j = 0; j < NT; ++j) {
-    xq[j] = a.q.data() + static_cast<size_t>(tok0 + j) * cols;
-    dx[j] = a.dx.data() + static_cast<size_t>(tok0 + j) * nsb;
-    bs[j] = a.bs.data() + static_cast<size_t>(tok0 + j) * nsb;
-  }
+  const TokenRows<NT> x(a, tok0, cols, nsb, nsb);
+  const auto& [xq, dx, bs] = x;
   __m512 acc[NT];
 #pragma GCC unroll 8
   for (int j = 0; j < NT; ++j) acc[j] = _mm512_setzero_ps();
@@ -544,15 +552,8 @@ void KernelSuperBlocksT(const Tile& t, const Fmt& f, int cols, const Act& a, int
                         float* out, int64_t out_stride, int nr, const uint8_t* pf,
                         int64_t pf_step) {
   const int nsb = cols / f.sb, ng = cols / f.g;
-  const int8_t* xq[NT];
-  const float* dx[NT];
-  const int32_t* bs[NT];
-#pragma GCC unroll 8
-  for (int j = 0; j < NT; ++j) {
-    xq[j] = a.q.data() + static_cast<size_t>(tok0 + j) * cols;
-    dx[j] = a.dx.data() + static_cast<size_t>(tok0 + j) * nsb;
-    bs[j] = a.bs.data() + static_cast<size_t>(tok0 + j) * ng;
-  }
+  const TokenRows<NT> x(a, tok0, cols, nsb, ng);
+  const auto& [xq, dx, bs] = x;
   __m512 acc[NT];
 #pragma GCC unroll 8
   for (int j = 0; j < NT; ++j) acc[j] = _mm512_setzero_ps();
@@ -921,8 +922,8 @@ bool PackTileAvx512(const WeightMatrix& wm, const Fmt& f, int64_t r0, int nr, Ti
 // stay under the dpbusd rate (one tile x 8 tokens needs more than one load per dpbusd). Each
 // lane's operations are KernelBlocks32T's, so the bits are the same. out: row r0 of token tok0.
 template <int NT, class Blocks32>
-void KernelAvx512Pair(const Blocks32& t0, const Blocks32& t1, const Fmt& f, int cols, const Act& a,
-                      int tok0, float* out, int64_t out_stride, const uint8_t* pf,
+void KernelAvx512Pair(const Blocks32& t0, const Blocks32& t1, const Fmt& f, int cols,
+                      const Act& a, int tok0, float* out, int64_t out_stride, const uint8_t* pf,
                       int64_t pf_step) {
   const int nsb = cols / 32;
   const int8_t* xq = a.q.data() + static_cast<size_t>(tok0) * cols;
@@ -955,10 +956,10 @@ void KernelAvx512Pair(const Blocks32& t0, const Blocks32& t1, const Fmt& f, int 
       const __m512i o = _mm512_set1_epi32(f.offset * bs[j * nsb + b]);
       const __m512 x = _mm512_set1_ps(dx[j * nsb + b]);
       const __m512 dd0 = _mm512_mul_ps(d0, x), dd1 = _mm512_mul_ps(d1, x);
-      acc[0][j] = _mm512_add_ps(acc[0][j],
-                                _mm512_mul_ps(dd0, _mm512_cvtepi32_ps(_mm512_sub_epi32(s[0][j], o))));
-      acc[1][j] = _mm512_add_ps(acc[1][j],
-                                _mm512_mul_ps(dd1, _mm512_cvtepi32_ps(_mm512_sub_epi32(s[1][j], o))));
+      const __m512 f0 = _mm512_cvtepi32_ps(_mm512_sub_epi32(s[0][j], o));
+      const __m512 f1 = _mm512_cvtepi32_ps(_mm512_sub_epi32(s[1][j], o));
+      acc[0][j] = _mm512_add_ps(acc[0][j], _mm512_mul_ps(dd0, f0));
+      acc[1][j] = _mm512_add_ps(acc[1][j], _mm512_mul_ps(dd1, f1));
     }
   }
 #pragma GCC unroll 8
@@ -984,8 +985,8 @@ struct GroupPrefetch {
 // Two full tiles of blocks of 32 for every token: KernelAvx512Pair on 4 tokens at a time, the
 // rest one token per tile. pf / pf_bytes: the rows after both tiles, prefetched meanwhile.
 template <class Blocks32>
-void KernelAvx512Pairs(const Blocks32& t0, const Blocks32& t1, const Fmt& f, int cols, const Act& a,
-                       int n_tok, float* out, int64_t out_stride, const uint8_t* pf,
+void KernelAvx512Pairs(const Blocks32& t0, const Blocks32& t1, const Fmt& f, int cols,
+                       const Act& a, int n_tok, float* out, int64_t out_stride, const uint8_t* pf,
                        int64_t pf_bytes) {
   const GroupPrefetch gp(pf, pf_bytes, n_tok / 4 + n_tok % 4, cols / 32);
   int tok = 0, g = 0;
@@ -1016,17 +1017,19 @@ void RunTokenGroups(int n_tok, int nsb, const uint8_t* pf, int64_t pf_bytes, Ker
 template <class Blocks32>
 void KernelBlocks32(const Blocks32& t, const Fmt& f, int cols, const Act& a, int n_tok,
                     float* out, int64_t out_stride, int nr, const uint8_t* pf, int64_t pf_bytes) {
-  RunTokenGroups(n_tok, cols / 32, pf, pf_bytes, [&]<int NT>(int tok, const uint8_t* p, int64_t step) {
-    KernelBlocks32T<NT>(t, f, cols, a, tok, out, out_stride, nr, p, step);
-  });
+  RunTokenGroups(n_tok, cols / 32, pf, pf_bytes,
+                 [&]<int NT>(int tok, const uint8_t* p, int64_t step) {
+                   KernelBlocks32T<NT>(t, f, cols, a, tok, out, out_stride, nr, p, step);
+                 });
 }
 
 void KernelAvx512(const Tile& t, const Fmt& f, int cols, const Act& a, int n_tok, float* out,
                   int64_t out_stride, int nr, const uint8_t* pf, int64_t pf_bytes) {
   if (!f.k) return KernelBlocks32(OfTile(t), f, cols, a, n_tok, out, out_stride, nr, pf, pf_bytes);
-  RunTokenGroups(n_tok, cols / f.sb, pf, pf_bytes, [&]<int NT>(int tok, const uint8_t* p, int64_t step) {
-    KernelSuperBlocksT<NT>(t, f, cols, a, tok, out, out_stride, nr, p, step);
-  });
+  RunTokenGroups(n_tok, cols / f.sb, pf, pf_bytes,
+                 [&]<int NT>(int tok, const uint8_t* p, int64_t step) {
+                   KernelSuperBlocksT<NT>(t, f, cols, a, tok, out, out_stride, nr, p, step);
+                 });
 }
 
 // From this many tokens on, pairs of tiles beat single tiles (KernelAvx512Pair).
@@ -1399,8 +1402,8 @@ void RunTiles(const WeightMatrix& wm, const Fmt& f, const Act& a, const qmm::Amx
     if (pairs && nr == 16 && ti + 1 < tile1 && r0 + 32 <= wm.rows &&
         PackTileAvx512(wm, f, r0, 16, &tile, prefetched) &&
         PackTileAvx512(wm, f, r0 + 16, 16, &tile2, prefetched)) {
-      KernelAvx512Pairs(OfTile(tile), OfTile(tile2), f, cols, a, n_tok, out + r0, wm.rows, ahead(ti + 1),
-                        2 * w * wm.row_bytes());
+      KernelAvx512Pairs(OfTile(tile), OfTile(tile2), f, cols, a, n_tok, out + r0, wm.rows,
+                        ahead(ti + 1), 2 * w * wm.row_bytes());
       ++ti;
       continue;
     }
@@ -1555,7 +1558,9 @@ struct Q8TileSlot {
         level_offset(Q8TileBytes(w.cols) - 512 * (w.cols / 32)),
         lane(static_cast<int>(r % 16)) {}
   uint8_t* scale(int64_t b) const { return tile + (b * 16 + lane) * 2; }
-  uint8_t* level(int64_t b, int k) const { return tile + level_offset + b * 512 + k * 64 + lane * 4; }
+  uint8_t* level(int64_t b, int k) const {
+    return tile + level_offset + b * 512 + k * 64 + lane * 4;
+  }
 };
 constexpr uint32_t kSignBits = 0x80808080u;  // q ^ 0x80 in each byte: signed <-> unsigned levels
 }  // namespace

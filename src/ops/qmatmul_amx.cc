@@ -123,10 +123,10 @@ namespace {
 
 // One 16-row weight tile as A operands plus its per-row scales.
 struct WeightTile {
-  AlignedVector<uint8_t> q;     // [16][cols] u8 levels (formats other than Q8_0)
+  AlignedVector<uint8_t> q;      // [16][cols] u8 levels (formats other than Q8_0)
   AlignedVector<float> d, dmin;  // [block][16]
-  std::vector<int32_t> sc;     // [group][16] (K-quants)
-  std::vector<int32_t> mnp;    // [block][pair][16]: int16 (m_2p, m_2p+1) (K-quants)
+  AlignedVector<int32_t> sc;     // [group][16] (K-quants)
+  AlignedVector<int32_t> mnp;    // [block][pair][16]: int16 (m_2p, m_2p+1) (K-quants)
 };
 
 // The 4 bytes at p + r * rb for the 16 rows.

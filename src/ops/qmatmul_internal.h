@@ -5,7 +5,6 @@
 #include <immintrin.h>
 
 #include <cstdint>
-#include <vector>
 
 #include "ops/cpu_features.h"
 #include "ops/ops.h"
@@ -69,17 +68,17 @@ Fmt GetFmt(DType t);
 struct Act {
   AlignedVector<int8_t> q;    // [n][cols]
   AlignedVector<float> dx;    // [n][cols / sb]
-  std::vector<int32_t> bs;  // [n][cols / g]
+  AlignedVector<int32_t> bs;  // [n][cols / g]
 };
 
 // AMX path (qmatmul_amx.cc). The activations are re-laid once per MatMul for the tiles, then
 // full 16-row weight tiles are computed for every token; results equal the other kernels' bits.
 struct AmxAct {
   int n_tok = 0, n_chunks = 0;  // tokens, and 16-token chunks (the last one zero-padded)
-  AlignedVector<int8_t> xb;       // [chunk][group][g / 4][16 tokens][4]: the tiles' B operands
-  AlignedVector<float> dx;        // [chunk][block][16]
-  std::vector<int32_t> obs;     // [chunk][block][16]: offset * B (blocks of 32 with an offset)
-  std::vector<int32_t> bsp;     // K-quants: [chunk][block][pair][16]: int16 (B_2p, B_2p+1)
+  AlignedVector<int8_t> xb;     // [chunk][group][g / 4][16 tokens][4]: the tiles' B operands
+  AlignedVector<float> dx;      // [chunk][block][16]
+  AlignedVector<int32_t> obs;   // [chunk][block][16]: offset * B (blocks of 32 with an offset)
+  AlignedVector<int32_t> bsp;   // K-quants: [chunk][block][pair][16]: int16 (B_2p, B_2p+1)
 };
 void PackAmxAct(const Act& a, const Fmt& f, int cols, int n_tok, AmxAct* out);
 // Rows [r0, r0 + 16) of W (all inside W) for every token of `a`: out[t * W.rows + r]. `next`:
