@@ -787,15 +787,14 @@ void PackQ8TileAvx512(const uint8_t* src, int64_t rb, int nsb, uint8_t* tile) {
   }
 }
 
-// Full 16-row tiles of Q8_0 / Q4_0 / Q4_K straight from the blocks. Returns false if not
-// handled (other dtypes, partial tiles): the caller uses the generic PackTile.
+// Full 16-row tiles of the integer formats: Q8_0, Q4_0, Q5_0 and Q4_K straight from the
+// blocks, Q5_K and Q6_K through UnpackTile. Returns false if not handled (partial tiles, tiled
+// weights, float dtypes): the caller uses the generic PackTile.
 bool PackTileAvx512(const WeightMatrix& wm, const Fmt& f, int64_t r0, int nr, Tile* t,
                     bool cached) {
   if (nr != 16 || wm.layout != WeightLayout::kRows) return false;
   const DType dt = wm.dtype;
-  if (dt != DType::kQ8_0 && dt != DType::kQ4_0 && dt != DType::kQ5_0 && dt != DType::kQ4_K) {
-    return false;
-  }
+  if (dt == DType::kF32 || dt == DType::kF16 || dt == DType::kBF16) return false;
   const int cols = static_cast<int>(wm.cols);
   t->Resize(cols, f, 16);
   const int64_t rb = wm.row_bytes();
@@ -813,6 +812,26 @@ bool PackTileAvx512(const WeightMatrix& wm, const Fmt& f, int64_t r0, int nr, Ti
   __m512i* q = reinterpret_cast<__m512i*>(t->q.data());
   const __m512i nib = _mm512_set1_epi8(0x0F);
   __m512i o[8];
+  if (dt == DType::kQ5_K || dt == DType::kQ6_K) {
+    // Unpacked to row-major levels and scales first (the AMX path's code), then transposed.
+    thread_local qmm::WeightTile u;
+    u.Resize(f, cols, true);
+    qmm::UnpackTile(dt, base, rb, cols, &u);
+    for (int c = 0; c < cols; c += 32) {
+      Transpose16x8(u.q.data() + c, cols, o);
+#pragma GCC unroll 8
+      for (int k = 0; k < 8; ++k) _mm512_storeu_si512(q + c / 4 + k, o[k]);
+    }
+    std::memcpy(t->d.data(), u.d.data(), u.d.size() * sizeof(float));
+    std::memcpy(t->dmin.data(), u.dmin.data(), u.dmin.size() * sizeof(float));
+    std::memcpy(t->sc.data(), u.sc.data(), u.sc.size() * sizeof(int32_t));
+    for (size_t p = 0; p < u.mnp.size() / 16; ++p) {  // int16 pairs (m_2p, m_2p+1) -> int32
+      const __m512i v = _mm512_loadu_si512(&u.mnp[p * 16]);
+      _mm512_storeu_si512(&t->mn[2 * p * 16], _mm512_srai_epi32(_mm512_slli_epi32(v, 16), 16));
+      _mm512_storeu_si512(&t->mn[(2 * p + 1) * 16], _mm512_srai_epi32(v, 16));
+    }
+    return true;
+  }
   if (dt == DType::kQ8_0) {
     const __m512i x80 = _mm512_set1_epi8(static_cast<char>(0x80));
     for (int b = 0; b < cols / 32; ++b) {
@@ -871,7 +890,7 @@ bool PackTileAvx512(const WeightMatrix& wm, const Fmt& f, int64_t r0, int nr, Ti
     }
     return true;
   }
-  // Q4_K
+  if (dt != DType::kQ4_K) return false;
   // The same 4 bytes of each row (scalar loads: vpgatherdd is slow on this machine).
   auto gather = [&](const uint8_t* p) {
     auto ld = [&](int r) {

@@ -30,7 +30,7 @@
 namespace goose::qmm {
 
 #pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,f16c,amx-tile,amx-int8")
+#pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,f16c")
 
 namespace {
 
@@ -119,15 +119,15 @@ void PackAmxAct(const Act& a, const Fmt& f, int cols, int n_tok, AmxAct* out) {
   }
 }
 
-namespace {
+void WeightTile::Resize(const Fmt& f, int cols, bool levels) {
+  q.resize(levels ? static_cast<size_t>(16) * cols : 0);
+  d.resize(static_cast<size_t>(cols / f.sb) * 16);
+  dmin.resize(d.size());
+  sc.resize(static_cast<size_t>(cols / f.g) * 16);
+  mnp.resize(static_cast<size_t>(cols / f.sb) * (f.sb / f.g / 2) * 16);
+}
 
-// One 16-row weight tile as A operands plus its per-row scales.
-struct WeightTile {
-  AlignedVector<uint8_t> q;      // [16][cols] u8 levels (formats other than Q8_0)
-  AlignedVector<float> d, dmin;  // [block][16]
-  AlignedVector<int32_t> sc;     // [group][16] (K-quants)
-  AlignedVector<int32_t> mnp;    // [block][pair][16]: int16 (m_2p, m_2p+1) (K-quants)
-};
+namespace {
 
 // The 4 bytes at p + r * rb for the 16 rows.
 inline __m512i Gather32(const uint8_t* p, __m512i rows) {
@@ -144,6 +144,8 @@ inline __m256i Nibbles32(const uint8_t* p) {
 
 // The 16 rows at src as A operands: u8 levels (UnpackRow's layout, qmatmul.cc) to
 // q + r * cols and per-row scales to [.][16] + r. Scales of all 16 rows are unpacked at once.
+}  // namespace
+
 void UnpackTile(DType t, const uint8_t* src, int64_t rb, int cols, WeightTile* w) {
   const __m512i rows = RowOffsets(rb);
   const __m256i nib = _mm256_set1_epi8(0x0F), bit4 = _mm256_set1_epi8(0x10);
@@ -282,6 +284,14 @@ void UnpackTile(DType t, const uint8_t* src, int64_t rb, int cols, WeightTile* w
       GOOSE_CHECK(false && "AmxTile: not an int-dot dtype");
   }
 }
+
+#pragma GCC pop_options
+
+// ---- AMX ----
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,f16c,amx-tile,amx-int8")
+
+namespace {
 
 struct alignas(64) TileConfig {
   uint8_t palette = 1, start_row = 0, reserved[14] = {};
@@ -480,19 +490,13 @@ void AmxTile(const WeightMatrix& wm, const Fmt& f, const AmxAct& x, int64_t r0,
   GOOSE_CHECK(r0 >= 0 && r0 + 16 <= wm.rows);
   ConfigureTiles();
   const int cols = static_cast<int>(wm.cols);
-  const int nsb = cols / f.sb, ng = cols / f.g;
+  const int nsb = cols / f.sb;
   const int64_t rb = wm.row_bytes();
   const uint8_t* src = static_cast<const uint8_t*>(wm.data) + r0 * rb;
   thread_local WeightTile w;
-  w.d.resize(static_cast<size_t>(nsb) * 16);
   const bool q8 = wm.dtype == DType::kQ8_0;
-  if (!q8) {
-    w.q.resize(static_cast<size_t>(16) * cols);
-    w.dmin.resize(w.d.size());
-    w.sc.resize(static_cast<size_t>(ng) * 16);
-    w.mnp.resize(static_cast<size_t>(nsb) * (f.sb / f.g / 2) * 16);
-    UnpackTile(wm.dtype, src, rb, cols, &w);
-  }
+  w.Resize(f, cols, !q8);
+  if (!q8) UnpackTile(wm.dtype, src, rb, cols, &w);
   __asm__ volatile("" ::: "memory");  // tile loads are asm without a memory clobber
 
   for (int chunk = 0; chunk < x.n_chunks; ++chunk) {

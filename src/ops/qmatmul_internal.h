@@ -81,6 +81,19 @@ struct AmxAct {
   AlignedVector<int32_t> bsp;   // K-quants: [chunk][block][pair][16]: int16 (B_2p, B_2p+1)
 };
 void PackAmxAct(const Act& a, const Fmt& f, int cols, int n_tok, AmxAct* out);
+
+// One 16-row weight tile as row-major u8 levels (UnpackRow's, qmatmul.cc) plus the rows'
+// scales, all 16 rows at once (AVX-512): the AMX path's A operands, and the AVX-512 kernel's
+// source for the formats it does not transpose straight from the blocks (Q5_K, Q6_K).
+struct WeightTile {
+  AlignedVector<uint8_t> q;      // [16][cols] u8 levels (formats other than Q8_0)
+  AlignedVector<float> d, dmin;  // [block][16]
+  AlignedVector<int32_t> sc;     // [group][16] (K-quants)
+  AlignedVector<int32_t> mnp;    // [block][pair][16]: int16 (m_2p, m_2p+1) (K-quants)
+  void Resize(const Fmt& f, int cols, bool levels);
+};
+// The 16 rows at src (rb bytes apart) of a dtype other than Q8_0, into w (Resize'd).
+void UnpackTile(DType t, const uint8_t* src, int64_t rb, int cols, WeightTile* w);
 // Rows [r0, r0 + 16) of W (all inside W) for every token of `a`: out[t * W.rows + r]. `next`:
 // the 16-row tile this thread computes next (prefetched meanwhile), or null.
 void AmxTile(const WeightMatrix& w, const Fmt& f, const AmxAct& a, int64_t r0,
