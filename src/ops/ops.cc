@@ -216,8 +216,8 @@ void MatMulShared(const WeightMatrix* const* w, int n_w, const float* x, int n_t
                   float* const* out, ThreadPool* pool) {
   GOOSE_CHECK(n_w >= 1 && n_w <= kMaxMatMulShared);
   if (n_tokens <= 0) return;
-  // Matrices of one quantized dtype and width run together (a Q4_K_M file's Q and K, say, while
-  // its Q6_K V runs on its own); the rest one MatMul each.
+  // Matrices of one quantized dtype, width and layout run together (a Q4_K_M file's Q and K,
+  // say, while its Q6_K V runs on its own); the rest one MatMul each.
   bool done[kMaxMatMulShared] = {};
   for (int i = 0; i < n_w; ++i) {
     if (done[i]) continue;
@@ -229,7 +229,8 @@ void MatMulShared(const WeightMatrix* const* w, int n_w, const float* x, int n_t
     float* group_out[kMaxMatMulShared];
     int n = 0;
     for (int j = i; j < n_w; ++j) {
-      if (!done[j] && w[j]->dtype == w[i]->dtype && w[j]->cols == w[i]->cols) {
+      if (!done[j] && w[j]->dtype == w[i]->dtype && w[j]->cols == w[i]->cols &&
+          w[j]->layout == w[i]->layout) {
         group[n] = w[j];
         group_out[n++] = out[j];
         done[j] = true;

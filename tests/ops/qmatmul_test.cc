@@ -268,7 +268,7 @@ void CheckEveryKernelBatchAndThreadCount(int rows, int cols, std::vector<int> ba
 // QMatMul like any other.
 TEST(QMatMulTest, Q8TilesRoundTripAndMatchRows) {
   SplitMix64 rng(21);
-  for (const auto [rows, cols] : {std::pair{37, 96}, std::pair{16, 32}, std::pair{50, 768}}) {
+  for (const auto& [rows, cols] : {std::pair{37, 96}, std::pair{16, 32}, std::pair{50, 768}}) {
     const auto q = Quantize(DType::kQ8_0, RandomRow(rng, int64_t{rows} * cols, 0.1), rows, cols);
     const WeightMatrix w{DType::kQ8_0, q.data(), rows, cols};
     AlignedVector<uint8_t> tiles(static_cast<size_t>(Q8TiledBytes(rows, cols)));
@@ -396,7 +396,10 @@ TEST(QMatMulTest, MatMulSharedOfMixedDtypesEqualsMatMul) {
   const auto f32 = RandomRow(rng, rows * cols, 0.1);
   const WeightMatrix a{DType::kQ8_0, q8a.data(), rows, cols};
   const WeightMatrix b{DType::kQ6_K, q6.data(), rows, cols};
-  const WeightMatrix c{DType::kQ8_0, q8b.data(), 40, cols};
+  // (c as tiles: a Q8_0 matrix of another layout than a runs on its own.)
+  AlignedVector<uint8_t> tiles(static_cast<size_t>(Q8TiledBytes(40, cols)));
+  RepackQ8Tiles({DType::kQ8_0, q8b.data(), 40, cols}, tiles.data());
+  const WeightMatrix c{DType::kQ8_0, tiles.data(), 40, cols, WeightLayout::kQ8Tiles};
   const WeightMatrix d{DType::kF32, f32.data(), rows, cols};
   const WeightMatrix* ws[] = {&a, &b, &c, &d};
   ThreadPool pool(2);
