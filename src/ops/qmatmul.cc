@@ -737,49 +737,6 @@ inline void Transpose16x8(const uint8_t* p, int64_t rb, __m512i* out) {
   }
 }
 
-// 16 rows x 4 dwords (16 bytes at p + r * rb) -> out[0..3].
-inline void Transpose16x4(const uint8_t* p, int64_t rb, __m512i* out) {
-  __m512i z[4];
-#pragma GCC unroll 8
-  for (int i = 0; i < 4; ++i) {
-    auto ld = [&](int r) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + r * rb)); };
-    __m512i v = _mm512_castsi128_si512(ld(i));
-    v = _mm512_inserti32x4(v, ld(i + 4), 1);
-    v = _mm512_inserti32x4(v, ld(i + 8), 2);
-    z[i] = _mm512_inserti32x4(v, ld(i + 12), 3);
-  }
-  const __m512i t0 = _mm512_unpacklo_epi32(z[0], z[1]), t1 = _mm512_unpackhi_epi32(z[0], z[1]);
-  const __m512i t2 = _mm512_unpacklo_epi32(z[2], z[3]), t3 = _mm512_unpackhi_epi32(z[2], z[3]);
-  out[0] = _mm512_unpacklo_epi64(t0, t2);
-  out[1] = _mm512_unpackhi_epi64(t0, t2);
-  out[2] = _mm512_unpacklo_epi64(t1, t3);
-  out[3] = _mm512_unpackhi_epi64(t1, t3);
-}
-
-// The first 16 bytes of a Q4_K block in each of 16 rows (p + r * rb): d and dmin as floats,
-// and the three dwords of packed scales and mins, row r in lane r. One transpose of the 16
-// rows' 16 bytes (measured on Zen 5: 5 vpgatherdd cost about 105 cycles, this about 20).
-inline void Q4KHeads(const uint8_t* p, int64_t rb, __m512* d, __m512* dmin, __m512i* s0,
-                     __m512i* s1, __m512i* s2) {
-  __m512i h[4];
-  Transpose16x4(p, rb, h);
-  *d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h[0]));
-  *dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(h[0], 16)));
-  *s0 = h[1], *s1 = h[2], *s2 = h[3];
-}
-
-// 16 f16 values at p + r * rb -> floats.
-// (Built in registers: 16 narrow stores then one wide load would stall store forwarding.)
-inline __m512 LoadF16x16(const uint8_t* p, int64_t rb) {
-  auto h = [&](int r) {
-    uint16_t v;
-    std::memcpy(&v, p + r * rb, 2);
-    return static_cast<short>(v);
-  };
-  const __m256i v = _mm256_setr_epi16(h(0), h(1), h(2), h(3), h(4), h(5), h(6), h(7), h(8), h(9),
-                                      h(10), h(11), h(12), h(13), h(14), h(15));
-  return _mm512_cvtph_ps(v);
-}
 
 // A full Q8_0 tile of RepackQ8Tiles from the 16 rows at src (rb bytes apart).
 void PackQ8TileAvx512(const uint8_t* src, int64_t rb, int nsb, uint8_t* tile) {
@@ -848,7 +805,7 @@ bool PackTileAvx512(const WeightMatrix& wm, const Fmt& f, int64_t r0, int nr, Ti
     const __m512i x80 = _mm512_set1_epi8(static_cast<char>(0x80));
     for (int b = 0; b < cols / 32; ++b) {
       const uint8_t* blk = base + b * 34;
-      _mm512_storeu_ps(&t->d[b * 16], LoadF16x16(blk, rb));
+      _mm512_storeu_ps(&t->d[b * 16], qmm::LoadF16x16(blk, rb));
       Transpose16x8(blk + 2, rb, o);
 #pragma GCC unroll 8
       for (int k = 0; k < 8; ++k) _mm512_storeu_si512(q + b * 8 + k, _mm512_xor_si512(o[k], x80));
@@ -858,8 +815,8 @@ bool PackTileAvx512(const WeightMatrix& wm, const Fmt& f, int64_t r0, int nr, Ti
   if (dt == DType::kQ4_0) {
     for (int b = 0; b < cols / 32; ++b) {
       const uint8_t* blk = base + b * 18;
-      _mm512_storeu_ps(&t->d[b * 16], LoadF16x16(blk, rb));
-      Transpose16x4(blk + 2, rb, o);
+      _mm512_storeu_ps(&t->d[b * 16], qmm::LoadF16x16(blk, rb));
+      qmm::Transpose16x4(blk + 2, rb, o);
 #pragma GCC unroll 8
       for (int k = 0; k < 4; ++k) {
         _mm512_storeu_si512(q + b * 8 + k, _mm512_and_si512(o[k], nib));
@@ -872,7 +829,7 @@ bool PackTileAvx512(const WeightMatrix& wm, const Fmt& f, int64_t r0, int nr, Ti
     const __m512i one = _mm512_set1_epi32(1);
     for (int b = 0; b < cols / 32; ++b) {
       const uint8_t* blk = base + b * 22;
-      _mm512_storeu_ps(&t->d[b * 16], LoadF16x16(blk, rb));
+      _mm512_storeu_ps(&t->d[b * 16], qmm::LoadF16x16(blk, rb));
       auto ld = [&](int r) {
         int32_t v;
         std::memcpy(&v, blk + 2 + r * rb, 4);
@@ -892,7 +849,7 @@ bool PackTileAvx512(const WeightMatrix& wm, const Fmt& f, int64_t r0, int nr, Ti
         return _mm512_or_si512(
             r, _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(t4, 3), one), 28));
       };
-      Transpose16x4(blk + 6, rb, o);
+      qmm::Transpose16x4(blk + 6, rb, o);
       for (int k = 0; k < 4; ++k) {
         _mm512_storeu_si512(q + b * 8 + k, _mm512_or_si512(_mm512_and_si512(o[k], nib), high(k)));
         _mm512_storeu_si512(
@@ -909,7 +866,7 @@ bool PackTileAvx512(const WeightMatrix& wm, const Fmt& f, int64_t r0, int nr, Ti
     const uint8_t* blk = base + b * 144;
     __m512 dv, mv;
     __m512i s0, s1, s2;
-    Q4KHeads(blk, rb, &dv, &mv, &s0, &s1, &s2);
+    qmm::Q4KHeads(blk, rb, &dv, &mv, &s0, &s1, &s2);
     _mm512_storeu_ps(&t->d[b * 16], dv);
     _mm512_storeu_ps(&t->dmin[b * 16], mv);
     for (int j = 0; j < 4; ++j) {  // GetScaleMinK4, 16 rows at once
@@ -927,7 +884,7 @@ bool PackTileAvx512(const WeightMatrix& wm, const Fmt& f, int64_t r0, int nr, Ti
     }
     const uint8_t* qs = blk + 16;
     for (int c = 0; c < 8; ++c) {  // 16-byte chunk c: j = c / 2, dwords m = 4 * (c % 2) ..
-      Transpose16x4(qs + 16 * c, rb, o);
+      qmm::Transpose16x4(qs + 16 * c, rb, o);
       const int j = c / 2, m0 = 4 * (c % 2);
 #pragma GCC unroll 8
       for (int k = 0; k < 4; ++k) {
@@ -1155,7 +1112,7 @@ void DirectQ8_0(const uint8_t* base, int64_t rb, int cols, const Act& a, int tok
     __m512i z[8];
 #pragma GCC unroll 8
     for (int p = 0; p < 8; ++p) z[p] = _mm512_xor_si512(LoadRowPair(blk + 2, rb, p), x80);
-    const __m512 dv = LoadF16x16(blk, rb);
+    const __m512 dv = qmm::LoadF16x16(blk, rb);
 #pragma GCC unroll 4
     for (int j = 0; j < NT; ++j) {
       const __m512i xv = Broadcast32(xq[j] + b * 32);
@@ -1197,7 +1154,7 @@ void DirectQ4_K(const uint8_t* base, int64_t rb, int cols, const Act& a, int tok
     const uint8_t* blk = base + b * 144;
     __m512 dv, mv;
     __m512i s0, s1, s2;
-    Q4KHeads(blk, rb, &dv, &mv, &s0, &s1, &s2);
+    qmm::Q4KHeads(blk, rb, &dv, &mv, &s0, &s1, &s2);
     __m512i sc[8], mn[8];  // GetScaleMinK4, 16 rows at once (as PackTileAvx512)
 #pragma GCC unroll 4
     for (int j = 0; j < 4; ++j) {
@@ -1313,7 +1270,7 @@ void DirectQ4Q5_0(const uint8_t* base, int64_t rb, int cols, const Act& a, int t
         hi[q] = _mm512_or_si512(hi[q], _mm512_maskz_mov_epi8(mhi, bit4));
       }
     }
-    const __m512 dv = LoadF16x16(blk, rb);
+    const __m512 dv = qmm::LoadF16x16(blk, rb);
 #pragma GCC unroll 4
     for (int j = 0; j < NT; ++j) {
       const __m512i xl = _mm512_broadcast_i32x4(

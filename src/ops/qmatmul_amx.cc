@@ -181,11 +181,12 @@ void UnpackTile(DType t, const uint8_t* src, int64_t rb, int cols, WeightTile* w
       const __m512i m3 = _mm512_set1_epi32(3);
       for (int b = 0; b < cols / 256; ++b) {
         const uint8_t* blk = src + b * bb;
-        _mm512_storeu_ps(&w->d[b * 16], GatherF16x16(blk, rows));
-        _mm512_storeu_ps(&w->dmin[b * 16], GatherF16x16(blk + 2, rows));
+        __m512 dv, mv;
+        __m512i s0, s1, s2;
+        Q4KHeads(blk, rb, &dv, &mv, &s0, &s1, &s2);  // (Q5_K's first 16 bytes are Q4_K's)
+        _mm512_storeu_ps(&w->d[b * 16], dv);
+        _mm512_storeu_ps(&w->dmin[b * 16], mv);
         // GetScaleMinK4 for 16 rows at once.
-        const __m512i s0 = Gather32(blk + 4, rows), s1 = Gather32(blk + 8, rows);
-        const __m512i s2 = Gather32(blk + 12, rows);
         __m512i mn[8];
         for (int j = 0; j < 4; ++j) {
           const __m512i b0 = _mm512_srli_epi32(s0, 8 * j), b1 = _mm512_srli_epi32(s1, 8 * j);
@@ -233,12 +234,14 @@ void UnpackTile(DType t, const uint8_t* src, int64_t rb, int cols, WeightTile* w
       const __m512i m16 = _mm512_set1_epi32(0xFFFF);
       for (int b = 0; b < cols / 256; ++b) {
         const uint8_t* blk = src + b * 210;
-        const __m512 d = GatherF16x16(blk + 208, rows);
+        const __m512 d = LoadF16x16(blk + 208, rb);  // (a gather would read past the block)
         _mm512_storeu_ps(&w->d[b * 16], d);
         _mm512_storeu_ps(&w->dmin[b * 16], d);
         __m512i sc[16];  // int8 scales, sign-extended
+        __m512i scale_words[4];  // the 16 int8 scales of the 16 rows, 4 per dword
+        Transpose16x4(blk + 192, rb, scale_words);
         for (int k = 0; k < 4; ++k) {
-          const __m512i v = Gather32(blk + 192 + 4 * k, rows);
+          const __m512i v = scale_words[k];
           for (int m = 0; m < 4; ++m) {
             sc[4 * k + m] = _mm512_srai_epi32(_mm512_slli_epi32(v, 24 - 8 * m), 24);
             _mm512_storeu_si512(&w->sc[(b * 16 + 4 * k + m) * 16], sc[4 * k + m]);
