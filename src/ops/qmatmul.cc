@@ -756,8 +756,8 @@ void PackQ8TileAvx512(const uint8_t* src, int64_t rb, int nsb, uint8_t* tile) {
   }
 }
 
-// Full 16-row tiles of the integer formats: Q8_0, Q4_0, Q5_0 and Q4_K straight from the
-// blocks, Q5_K and Q6_K through UnpackTile. Returns false if not handled (partial tiles, tiled
+// Full 16-row tiles of the integer formats: Q8_0, Q4_0, Q5_0, Q4_K and Q6_K straight from the
+// blocks, Q5_K through UnpackTile. Returns false if not handled (partial tiles, tiled
 // weights, float dtypes): the caller uses the generic PackTile.
 bool PackTileAvx512(const WeightMatrix& wm, const Fmt& f, int64_t r0, int nr, Tile* t,
                     bool cached) {
@@ -781,7 +781,49 @@ bool PackTileAvx512(const WeightMatrix& wm, const Fmt& f, int64_t r0, int nr, Ti
   __m512i* q = reinterpret_cast<__m512i*>(t->q.data());
   const __m512i nib = _mm512_set1_epi8(0x0F);
   __m512i o[8];
-  if (dt == DType::kQ5_K || dt == DType::kQ6_K) {
+  if (dt == DType::kQ6_K) {
+    // Levels straight into the lane layout: each level byte is a byte-wise function of the ql
+    // and qh bytes at one index (UnpackTile's formulas), so those are transposed first and
+    // combined lane by lane (no row-major levels, no second transpose).
+    const __m512i m3 = _mm512_set1_epi8(3);
+    for (int b = 0; b < cols / 256; ++b) {
+      const uint8_t* blk = base + b * 210;
+      const __m512 d = qmm::LoadF16x16(blk + 208, rb);
+      _mm512_storeu_ps(&t->d[b * 16], d);
+      _mm512_storeu_ps(&t->dmin[b * 16], d);
+      __m512i sw[4];  // the 16 int8 scales of each row, 4 per dword
+      qmm::Transpose16x4(blk + 192, rb, sw);
+      for (int k = 0; k < 4; ++k) {
+        for (int m = 0; m < 4; ++m) {
+          const __m512i sc = _mm512_srai_epi32(_mm512_slli_epi32(sw[k], 24 - 8 * m), 24);
+          const int g = b * 16 + 4 * k + m;
+          _mm512_storeu_si512(&t->sc[g * 16], sc);
+          _mm512_storeu_si512(&t->mn[g * 16], _mm512_slli_epi32(sc, 5));  // m = 32 * sc
+        }
+      }
+      for (int hf = 0; hf < 2; ++hf) {
+        __m512i qa[8], qb[8], h[8];
+        Transpose16x8(blk + 64 * hf, rb, qa);
+        Transpose16x8(blk + 64 * hf + 32, rb, qb);
+        Transpose16x8(blk + 128 + 32 * hf, rb, h);
+        __m512i* o = q + b * 64 + 32 * hf;  // columns 128 hf + 32 s + 4 k: vector 8 s + k
+#pragma GCC unroll 8
+        for (int k = 0; k < 8; ++k) {
+          auto high = [&](int sh) {  // 2 high bits (h >> sh) & 3 into bits 4-5
+            return _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(h[k], sh), m3), 4);
+          };
+          const __m512i a_hi = _mm512_and_si512(_mm512_srli_epi16(qa[k], 4), nib);
+          const __m512i b_hi = _mm512_and_si512(_mm512_srli_epi16(qb[k], 4), nib);
+          _mm512_storeu_si512(o + k, _mm512_or_si512(_mm512_and_si512(qa[k], nib), high(0)));
+          _mm512_storeu_si512(o + 8 + k, _mm512_or_si512(_mm512_and_si512(qb[k], nib), high(2)));
+          _mm512_storeu_si512(o + 16 + k, _mm512_or_si512(a_hi, high(4)));
+          _mm512_storeu_si512(o + 24 + k, _mm512_or_si512(b_hi, high(6)));
+        }
+      }
+    }
+    return true;
+  }
+  if (dt == DType::kQ5_K) {
     // Unpacked to row-major levels and scales first (the AMX path's code), then transposed.
     thread_local qmm::WeightTile u;
     u.Resize(f, cols, true);
