@@ -129,11 +129,6 @@ void WeightTile::Resize(const Fmt& f, int cols, bool levels) {
 
 namespace {
 
-// The 4 bytes at p + r * rb for the 16 rows.
-inline __m512i Gather32(const uint8_t* p, __m512i rows) {
-  return _mm512_i32gather_epi32(rows, reinterpret_cast<const int*>(p), 1);
-}
-
 // 32 levels from 16 packed bytes: low nibbles = levels 0..15, high nibbles = 16..31.
 inline __m256i Nibbles32(const uint8_t* p) {
   const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
@@ -142,10 +137,10 @@ inline __m256i Nibbles32(const uint8_t* p) {
                                  _mm_and_si128(_mm_srli_epi16(v, 4), nib), 1);
 }
 
-// The 16 rows at src as A operands: u8 levels (UnpackRow's layout, qmatmul.cc) to
-// q + r * cols and per-row scales to [.][16] + r. Scales of all 16 rows are unpacked at once.
 }  // namespace
 
+// The 16 rows at src as A operands: u8 levels (UnpackRow's layout, qmatmul.cc) to
+// q + r * cols and per-row scales to [.][16] + r. Scales of all 16 rows are unpacked at once.
 void UnpackTile(DType t, const uint8_t* src, int64_t rb, int cols, WeightTile* w) {
   const __m512i rows = RowOffsets(rb);
   const __m256i nib = _mm256_set1_epi8(0x0F), bit4 = _mm256_set1_epi8(0x10);
