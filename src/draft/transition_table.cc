@@ -8,6 +8,7 @@
 #include <limits>
 #include <memory>
 
+#include "ops/ops.h"
 #include "util/check.h"
 #include "util/rng.h"
 
@@ -42,8 +43,15 @@ void TopK(const float* logits, int n_vocab, int k, int32_t* ids, float* scores) 
   if (k <= 0) return;
   const int kk = std::min(k, std::max(n_vocab, 0));
   // Insertion into a sorted window of kk: O(V) when most logits lose to the current k-th.
+  // Once the window is full and its last entry is a number, a later logit gets in exactly when
+  // it is greater (a tie loses on the id, a NaN loses to any number): a vectorized scan finds
+  // the next such logit.
   int filled = 0;
   for (int32_t v = 0; v < n_vocab; ++v) {
+    if (filled == kk && !std::isnan(logits[ids[kk - 1]])) {
+      v += FirstAbove(logits + v, n_vocab - v, logits[ids[kk - 1]]);
+      if (v == n_vocab) break;
+    }
     const float x = logits[v];
     if (filled == kk && !Better(x, v, logits[ids[kk - 1]], ids[kk - 1])) continue;
     int pos = filled < kk ? filled++ : kk - 1;

@@ -38,6 +38,12 @@ static void ConvertBF16(const uint16_t* src, int64_t n, float* dst) {
     std::memcpy(dst + i, &bits, 4);
   }
 }
+static int FirstAbove(const float* x, int n, float t) {
+  for (int i = 0; i < n; ++i) {
+    if (x[i] > t) return i;
+  }
+  return n;
+}
 }  // namespace kern_base
 
 #pragma GCC push_options
@@ -62,6 +68,15 @@ static void ConvertBF16(const uint16_t* src, int64_t n, float* dst) {
                         _mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
   }
   kern_base::ConvertBF16(src + i, n - i, dst + i);
+}
+static int FirstAbove(const float* x, int n, float t) {
+  const __m256 tv = _mm256_set1_ps(t);
+  int i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const int m = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(x + i), tv, _CMP_GT_OQ));
+    if (m != 0) return i + __builtin_ctz(static_cast<unsigned>(m));
+  }
+  return i + kern_base::FirstAbove(x + i, n - i, t);
 }
 }  // namespace kern_avx2
 #pragma GCC pop_options
@@ -89,6 +104,15 @@ static void ConvertBF16(const uint16_t* src, int64_t n, float* dst) {
   }
   kern_base::ConvertBF16(src + i, n - i, dst + i);
 }
+static int FirstAbove(const float* x, int n, float t) {
+  const __m512 tv = _mm512_set1_ps(t);
+  int i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __mmask16 m = _mm512_cmp_ps_mask(_mm512_loadu_ps(x + i), tv, _CMP_GT_OQ);
+    if (m != 0) return i + __builtin_ctz(static_cast<unsigned>(m));
+  }
+  return i + kern_base::FirstAbove(x + i, n - i, t);
+}
 }  // namespace kern_avx512
 #pragma GCC pop_options
 
@@ -107,13 +131,14 @@ struct Kernels {
   void (*f16)(const uint16_t*, int64_t, float*);
   void (*bf16)(const uint16_t*, int64_t, float*);
   void (*q8_0)(const uint8_t*, int64_t, const float*, float*);
+  int (*first_above)(const float*, int, float);
 };
 
 #define GOOSE_KERNELS(ns) \
   Kernels {                                                                        \
     ns::Dot, ns::DotRowsTokens, ns::Axpy, ns::DotBatch, ns::AxpyRows, ns::DotGather,    \
         ns::AxpyGather, ns::Softmax, ns::SwiGlu, ns::ConvertF16,                       \
-        ns::ConvertBF16, ns::DequantQ8_0 }
+        ns::ConvertBF16, ns::DequantQ8_0, ns::FirstAbove }
 const Kernels kKernels[] = {GOOSE_KERNELS(kern_base), GOOSE_KERNELS(kern_avx2),
                             GOOSE_KERNELS(kern_avx512)};
 #undef GOOSE_KERNELS
@@ -276,6 +301,8 @@ void GetRow(const WeightMatrix& w, int64_t row, float* out) {
 }
 
 float Dot(const float* a, const float* b, int n) { return Active().dot(a, b, n); }
+
+int FirstAbove(const float* x, int n, float t) { return Active().first_above(x, n, t); }
 
 void Axpy(float a, const float* x, float* y, int n) { Active().axpy(a, x, y, n); }
 

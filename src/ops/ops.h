@@ -81,6 +81,10 @@ void Softmax(float* x, int n);
 // MatMul rows of F32/F16/BF16 weights use exactly this order (after an exact conversion).
 float Dot(const float* a, const float* b, int n);
 
+// The first i < n with x[i] > t (an ordered compare: a NaN is never above), or n. Vectorized
+// scans for Argmax and TopK over a vocabulary of logits; the same index on every CPU level.
+int FirstAbove(const float* x, int n, float t);
+
 // y[i] += a * x[i] (element-wise; attention accumulates values in key order with it).
 void Axpy(float a, const float* x, float* y, int n);
 

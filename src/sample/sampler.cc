@@ -5,14 +5,19 @@
 #include <utility>
 #include <vector>
 
+#include "ops/ops.h"
 #include "util/rng.h"
 
 namespace goose {
 
 int32_t Argmax(const float* logits, int n_vocab) {
+  // The loop `if (logits[i] > logits[best]) best = i`, jumping from one new maximum to the next
+  // with a vectorized scan (a vocabulary scan per tree node was a visible part of a pass).
   int32_t best = 0;
-  for (int32_t i = 1; i < n_vocab; ++i) {
-    if (logits[i] > logits[best]) best = i;
+  for (int32_t i = 1; i < n_vocab;) {
+    i += FirstAbove(logits + i, n_vocab - i, logits[best]);
+    if (i == n_vocab) break;
+    best = i++;
   }
   return best;
 }

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -10,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/cpu_features.h"
 #include "util/rng.h"
 
 namespace goose {
@@ -74,6 +76,38 @@ TEST(TopKTest, MatchesSortOnRandomRowsWithTies) {
         EXPECT_EQ(scores[i], 0.0f);
       }
     }
+  }
+}
+
+// Vocabulary-sized rows (TopK's vectorized scan) on every CPU level: the ids of a stable sort
+// by logit, NaNs last, with ties and signed zeros; an ascending row inserts at every step.
+TEST(TopKTest, VocabularyRowsMatchSortOnEveryCpuLevel) {
+  SplitMix64 rng(9);
+  for (int trial = 0; trial < 6; ++trial) {
+    const int n = 151936 + trial;
+    std::vector<float> logits(n);
+    for (int i = 0; i < n; ++i) {
+      logits[i] = trial == 5 ? static_cast<float>(i) * 1e-3f
+                             : static_cast<float>(rng.Below(4000)) * 0.01f - 20.0f;
+      if (trial == 4 && i % 997 == 3) logits[i] = NAN;
+      if (trial == 3 && i % 5 == 0) logits[i] = (i % 2 ? -0.0f : 0.0f);
+    }
+    std::vector<int32_t> ref(n);
+    for (int i = 0; i < n; ++i) ref[i] = i;
+    std::stable_sort(ref.begin(), ref.end(), [&](int a, int b) {
+      const bool na = std::isnan(logits[a]), nb = std::isnan(logits[b]);
+      return na != nb ? nb : !na && logits[a] > logits[b];
+    });
+    for (int level = 0; level <= static_cast<int>(DetectCpuLevel()); ++level) {
+      SetCpuLevelCap(static_cast<CpuLevel>(level));
+      int32_t ids[8];
+      float scores[8];
+      TopK(logits.data(), n, 8, ids, scores);
+      for (int i = 0; i < 8; ++i) {
+        ASSERT_EQ(ids[i], ref[i]) << "trial " << trial << " level " << level << " rank " << i;
+      }
+    }
+    SetCpuLevelCap(kMaxCpuLevel);
   }
 }
 

@@ -6,6 +6,7 @@
 #include <map>
 #include <vector>
 
+#include "ops/cpu_features.h"
 #include "sample/sampler.h"
 #include "util/rng.h"
 
@@ -24,6 +25,35 @@ TEST(Sampler, ArgmaxTiesGoToTheLowestId) {
   EXPECT_EQ(Argmax(l.data(), 4), 1);
   Sampler greedy(SamplingParams{});
   EXPECT_EQ(greedy.Sample(l.data(), 4, 17), 1);
+}
+
+// Argmax's vectorized scan gives the plain loop's index on every CPU level: ties to the lowest
+// id, NaNs skipped (a NaN first element stays the answer, as in the loop), signed zeros equal.
+TEST(Sampler, ArgmaxMatchesThePlainLoopOnEveryCpuLevel) {
+  auto plain = [](const std::vector<float>& l) {
+    int32_t best = 0;
+    for (int32_t i = 1; i < static_cast<int32_t>(l.size()); ++i) {
+      if (l[i] > l[best]) best = i;
+    }
+    return best;
+  };
+  std::vector<std::vector<float>> rows;
+  for (int n : {1, 7, 16, 17, 151936}) rows.push_back(RandomLogits(n, n));
+  std::vector<float> ties(1000, 1.0f), rising(5000), zeros = {-0.0f, 0.0f, -1.0f, 0.0f};
+  for (int i = 0; i < 5000; ++i) rising[i] = static_cast<float>(i);
+  std::vector<float> nans = RandomLogits(3, 300);
+  nans[0] = NAN;
+  std::vector<float> nan_later = RandomLogits(4, 300);
+  for (int i = 1; i < 300; i += 7) nan_later[i] = NAN;
+  for (const auto& r : {ties, rising, zeros, nans, nan_later}) rows.push_back(r);
+  for (int level = 0; level <= static_cast<int>(DetectCpuLevel()); ++level) {
+    SetCpuLevelCap(static_cast<CpuLevel>(level));
+    for (size_t k = 0; k < rows.size(); ++k) {
+      EXPECT_EQ(Argmax(rows[k].data(), static_cast<int>(rows[k].size())), plain(rows[k]))
+          << "row " << k << " level " << level;
+    }
+  }
+  SetCpuLevelCap(kMaxCpuLevel);
 }
 
 TEST(Sampler, SameSeedAndPositionGiveTheSameToken) {
