@@ -60,6 +60,10 @@ using qmm::Act;
 using qmm::Fmt;
 using qmm::GetFmt;
 
+// Bytes of a Q8_0 tile's scale part (qmatmul.h): 16 f16 per block, padded to 64; the level
+// vectors start there.
+int64_t Q8ScaleBytes(int64_t cols) { return (32 * (cols / 32) + 63) / 64 * 64; }
+
 // One token's activations, quantized (batch-invariant: depends on this row only).
 void QuantizeAct(const float* x, int cols, const Fmt& f, int8_t* q, float* dx, int32_t* bs) {
   for (int b = 0; b < cols / f.sb; ++b) {
@@ -737,22 +741,27 @@ inline void Transpose16x8(const uint8_t* p, int64_t rb, __m512i* out) {
   }
 }
 
+// A Q8_0 block's 32 levels of 16 rows (at p + r * rb) to the 8 lane-layout vectors at dst, as
+// unsigned bytes (q ^ 0x80): PackTileAvx512's tiles and RepackQ8Tiles' alike.
+// (Inlined: as a function of its own, GCC 12 warns about the transpose's intrinsics.)
+inline __attribute__((always_inline)) void Q8LevelsToLanes(const uint8_t* p, int64_t rb,
+                                                           __m512i* dst) {
+  const __m512i x80 = _mm512_set1_epi8(static_cast<char>(0x80));
+  __m512i o[8];
+  Transpose16x8(p, rb, o);
+#pragma GCC unroll 8
+  for (int k = 0; k < 8; ++k) _mm512_storeu_si512(dst + k, _mm512_xor_si512(o[k], x80));
+}
 
 // A full Q8_0 tile of RepackQ8Tiles from the 16 rows at src (rb bytes apart).
 void PackQ8TileAvx512(const uint8_t* src, int64_t rb, int nsb, uint8_t* tile) {
-  const int64_t level_offset = Q8TileBytes(32 * nsb) - 512 * nsb;
+  const int64_t level_offset = Q8ScaleBytes(32 * nsb);
   std::memset(tile, 0, static_cast<size_t>(level_offset));  // (the scales' padding)
-  const __m512i x80 = _mm512_set1_epi8(static_cast<char>(0x80));
-  __m512i o[8];
+  __m512i* lv = reinterpret_cast<__m512i*>(tile + level_offset);
   for (int b = 0; b < nsb; ++b) {
     const uint8_t* blk = src + b * 34;
     for (int r = 0; r < 16; ++r) std::memcpy(tile + (b * 16 + r) * 2, blk + r * rb, 2);
-    Transpose16x8(blk + 2, rb, o);
-    uint8_t* lv = tile + level_offset + b * 512;
-#pragma GCC unroll 8
-    for (int k = 0; k < 8; ++k) {
-      _mm512_storeu_si512(lv + 64 * k, _mm512_xor_si512(o[k], x80));
-    }
+    Q8LevelsToLanes(blk + 2, rb, lv + b * 8);
   }
 }
 
@@ -844,13 +853,10 @@ bool PackTileAvx512(const WeightMatrix& wm, const Fmt& f, int64_t r0, int nr, Ti
     return true;
   }
   if (dt == DType::kQ8_0) {
-    const __m512i x80 = _mm512_set1_epi8(static_cast<char>(0x80));
     for (int b = 0; b < cols / 32; ++b) {
       const uint8_t* blk = base + b * 34;
       _mm512_storeu_ps(&t->d[b * 16], qmm::LoadF16x16(blk, rb));
-      Transpose16x8(blk + 2, rb, o);
-#pragma GCC unroll 8
-      for (int k = 0; k < 8; ++k) _mm512_storeu_si512(q + b * 8 + k, _mm512_xor_si512(o[k], x80));
+      Q8LevelsToLanes(blk + 2, rb, q + b * 8);
     }
     return true;
   }
@@ -1063,7 +1069,7 @@ void RunQ8Tiles(const WeightMatrix& wm, const Fmt& f, const Act& a, int n_tok, f
                 int64_t tile0, int64_t tile1, int64_t follow) {
   const int cols = static_cast<int>(wm.cols);
   const int64_t tb = Q8TileBytes(cols), n_tiles = (wm.rows + 15) / 16;
-  const int64_t level_offset = tb - 512 * (cols / 32);
+  const int64_t level_offset = Q8ScaleBytes(cols);
   const uint8_t* base = static_cast<const uint8_t*>(wm.data);
   auto view = [&](int64_t t) {
     const uint8_t* p = base + t * tb;
@@ -1557,10 +1563,7 @@ void QMatMulShared(const WeightMatrix* const* ws, int n_w, const float* x, int n
   });
 }
 
-int64_t Q8TileBytes(int64_t cols) {
-  const int64_t nsb = cols / 32;
-  return (32 * nsb + 63) / 64 * 64 + 512 * nsb;
-}
+int64_t Q8TileBytes(int64_t cols) { return Q8ScaleBytes(cols) + 512 * (cols / 32); }
 
 int64_t Q8TiledBytes(int64_t rows, int64_t cols) { return (rows + 15) / 16 * Q8TileBytes(cols); }
 
@@ -1573,7 +1576,7 @@ struct Q8TileSlot {
   int lane;
   Q8TileSlot(const WeightMatrix& w, int64_t r, const uint8_t* base)
       : tile(const_cast<uint8_t*>(base) + r / 16 * Q8TileBytes(w.cols)),
-        level_offset(Q8TileBytes(w.cols) - 512 * (w.cols / 32)),
+        level_offset(Q8ScaleBytes(w.cols)),
         lane(static_cast<int>(r % 16)) {}
   uint8_t* scale(int64_t b) const { return tile + (b * 16 + lane) * 2; }
   uint8_t* level(int64_t b, int k) const {
