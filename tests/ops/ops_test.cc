@@ -304,7 +304,7 @@ TEST(OpsTest, AttentionHelpersEqualPerRowCalls) {
   for (int level = 0; level <= static_cast<int>(DetectCpuLevel()); ++level) {
     SetCpuLevelCap(static_cast<CpuLevel>(level));
     for (int n : {8, 16, 24, 32, 64, 128}) {
-      for (int n_rows : {5, 16, 37}) {
+      for (int n_rows : {1, 2, 5, 16, 37}) {
         const int stride = n + 8;
         auto q = RandomVec(rng, n), rows = RandomVec(rng, n_rows * stride);
         auto w = RandomVec(rng, n_rows);
@@ -334,6 +334,15 @@ TEST(OpsTest, AttentionHelpersEqualPerRowCalls) {
         AxpyRows(w.data(), rows.data(), stride, n_rows, n, acc1.data());
         EXPECT_EQ(std::memcmp(acc1.data(), acc2.data(), n * 4), 0)
             << "level " << level << " n " << n << " rows " << n_rows;
+        // Two weight rows at once (the second one reversed): each output as AxpyRows alone.
+        std::vector<float> w2(w.rbegin(), w.rend()), acc5(n, 0.5f), acc6(n, -0.25f),
+            acc7(n, -0.25f);
+        AxpyRows2(w.data(), w2.data(), rows.data(), stride, n_rows, n, acc5.data(), acc6.data());
+        AxpyRows(w2.data(), rows.data(), stride, n_rows, n, acc7.data());
+        EXPECT_EQ(std::memcmp(acc5.data(), acc1.data(), n * 4), 0)
+            << "pair level " << level << " n " << n << " rows " << n_rows;
+        EXPECT_EQ(std::memcmp(acc6.data(), acc7.data(), n * 4), 0)
+            << "pair level " << level << " n " << n << " rows " << n_rows;
       }
     }
   }
