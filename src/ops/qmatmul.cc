@@ -550,8 +550,16 @@ void KernelBlocks32T(const Blocks32& t, const Fmt& f, int cols, const Act& a, in
   for (int j = 0; j < NT; ++j) StoreRows(acc[j], nr, out + (tok0 + j) * out_stride);
 }
 
-// K-quant super-blocks, one tile for NT tokens.
-template <int NT>
+// Level sums g[0], g[1] as one dword of int16 pairs (vpdpwssd's operand); each fits int16.
+inline int32_t PairI16(const int32_t* g) {
+  return static_cast<int32_t>((static_cast<uint32_t>(g[0]) & 0xFFFF) |
+                              (static_cast<uint32_t>(g[1]) << 16));
+}
+
+// K-quant super-blocks of groups of G columns (f.g), one tile for NT tokens. (G a template
+// argument so that the group's dpbusd loop unrolls: rolled, GCC rotated the NT accumulators
+// through register copies, one per dpbusd.)
+template <int NT, int G>
 void KernelSuperBlocksT(const Tile& t, const Fmt& f, int cols, const Act& a, int tok0,
                         float* out, int64_t out_stride, int nr, const uint8_t* pf,
                         int64_t pf_step) {
@@ -562,32 +570,43 @@ void KernelSuperBlocksT(const Tile& t, const Fmt& f, int cols, const Act& a, int
 #pragma GCC unroll 8
   for (int j = 0; j < NT; ++j) acc[j] = _mm512_setzero_ps();
   const __m512i* q = reinterpret_cast<const __m512i*>(t.q.data());
-  const int gpb = f.sb / f.g, kpg = f.g / 4;
+  const int gpb = f.sb / G;
+  constexpr int kpg = G / 4;
+  const __m512i lo16 = _mm512_set1_epi32(0xFFFF);
   for (int b = 0; b < nsb; ++b) {
     if (pf != nullptr) qmm::PrefetchRange<false>(pf, b * pf_step, (b + 1) * pf_step);
     __m512i i1[NT], i2[NT];
 #pragma GCC unroll 8
     for (int j = 0; j < NT; ++j) i1[j] = i2[j] = _mm512_setzero_si512();
+    // i2 = sum of m * bs over the groups, two groups per vpdpwssd: m and bs fit int16 (|m| <=
+    // 4096, |bs| <= 32 * 127), so the int16 pairs' products are the same integers.
+    for (int gg = 0; gg < gpb; gg += 2) {
+      const int g = b * gpb + gg;
+      const __m512i mp = _mm512_or_si512(
+          _mm512_and_si512(_mm512_loadu_si512(&t.mn[g * 16]), lo16),
+          _mm512_slli_epi32(_mm512_loadu_si512(&t.mn[(g + 1) * 16]), 16));
+#pragma GCC unroll 8
+      for (int j = 0; j < NT; ++j) {
+        i2[j] = _mm512_dpwssd_epi32(i2[j], mp, _mm512_set1_epi32(PairI16(bs[j] + g)));
+      }
+    }
     for (int gg = 0; gg < gpb; ++gg) {
       const int g = b * gpb + gg;
       __m512i s[NT];
 #pragma GCC unroll 8
       for (int j = 0; j < NT; ++j) s[j] = _mm512_setzero_si512();
+#pragma GCC unroll 8
       for (int k = 0; k < kpg; ++k) {
         const __m512i wv = _mm512_loadu_si512(q + g * kpg + k);
 #pragma GCC unroll 8
         for (int j = 0; j < NT; ++j) {
           s[j] =
-              _mm512_dpbusd_epi32(s[j], wv, _mm512_set1_epi32(Load32(xq[j] + g * f.g + 4 * k)));
+              _mm512_dpbusd_epi32(s[j], wv, _mm512_set1_epi32(Load32(xq[j] + g * G + 4 * k)));
         }
       }
       const __m512i scv = _mm512_loadu_si512(&t.sc[g * 16]);
-      const __m512i mnv = _mm512_loadu_si512(&t.mn[g * 16]);
 #pragma GCC unroll 8
-      for (int j = 0; j < NT; ++j) {
-        i1[j] = _mm512_add_epi32(i1[j], _mm512_mullo_epi32(scv, s[j]));
-        i2[j] = _mm512_add_epi32(i2[j], _mm512_mullo_epi32(mnv, _mm512_set1_epi32(bs[j][g])));
-      }
+      for (int j = 0; j < NT; ++j) i1[j] = _mm512_add_epi32(i1[j], _mm512_mullo_epi32(scv, s[j]));
     }
     const __m512 dv = _mm512_loadu_ps(&t.d[b * 16]);
     const __m512 mv = _mm512_loadu_ps(&t.dmin[b * 16]);
@@ -1056,7 +1075,11 @@ void KernelAvx512(const Tile& t, const Fmt& f, int cols, const Act& a, int n_tok
   if (!f.k) return KernelBlocks32(OfTile(t), f, cols, a, n_tok, out, out_stride, nr, pf, pf_bytes);
   RunTokenGroups(n_tok, cols / f.sb, pf, pf_bytes,
                  [&]<int NT>(int tok, const uint8_t* p, int64_t step) {
-                   KernelSuperBlocksT<NT>(t, f, cols, a, tok, out, out_stride, nr, p, step);
+                   if (f.g == 16) {
+                     KernelSuperBlocksT<NT, 16>(t, f, cols, a, tok, out, out_stride, nr, p, step);
+                   } else {
+                     KernelSuperBlocksT<NT, 32>(t, f, cols, a, tok, out, out_stride, nr, p, step);
+                   }
                  });
 }
 
@@ -1216,6 +1239,11 @@ void DirectQ4_K(const uint8_t* base, int64_t rb, int cols, const Act& a, int tok
       sc[4 + j] = _mm512_or_si512(_mm512_and_si512(b2, m15), hs);
       mn[4 + j] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(b2, 4), m15), hm);
     }
+    __m512i mp[4];  // (m 2c, m 2c+1) as int16 pairs, for vpdpwssd (m <= 63)
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) {
+      mp[c] = _mm512_or_si512(mn[2 * c], _mm512_slli_epi32(mn[2 * c + 1], 16));
+    }
     __m512i i1[NT], i2[NT];
 #pragma GCC unroll 4
     for (int j = 0; j < NT; ++j) i1[j] = i2[j] = _mm512_setzero_si512();
@@ -1240,9 +1268,7 @@ void DirectQ4_K(const uint8_t* base, int64_t rb, int cols, const Act& a, int tok
         const int g = b * 8 + 2 * c;
         i1[j] = _mm512_add_epi32(i1[j], _mm512_mullo_epi32(sc[2 * c], Reduce8(sl)));
         i1[j] = _mm512_add_epi32(i1[j], _mm512_mullo_epi32(sc[2 * c + 1], Reduce8(sh)));
-        const __m512i b0 = _mm512_set1_epi32(bs[j][g]), b1 = _mm512_set1_epi32(bs[j][g + 1]);
-        i2[j] = _mm512_add_epi32(i2[j], _mm512_mullo_epi32(mn[2 * c], b0));
-        i2[j] = _mm512_add_epi32(i2[j], _mm512_mullo_epi32(mn[2 * c + 1], b1));
+        i2[j] = _mm512_dpwssd_epi32(i2[j], mp[c], _mm512_set1_epi32(PairI16(bs[j] + g)));
       }
     }
 #pragma GCC unroll 4
@@ -1372,7 +1398,10 @@ void DirectQ6_K(const uint8_t* base, int64_t rb, int cols, const Act& a, int tok
       // i2 = sum over groups of m * bs, m = 32 sc: the int16 pairs (sc 4k, sc 4k+2) and
       // (sc 4k+1, sc 4k+3) of dword k times the matching pairs of level sums (|bs| <= 2032).
       const int32_t* g = bs[j] + b * 16;
-      auto pair = [&](int u, int v) { return _mm512_set1_epi32((g[u] & 0xFFFF) | (g[v] << 16)); };
+      auto pair = [&](int u, int v) {
+        const int32_t uv[2] = {g[u], g[v]};
+        return _mm512_set1_epi32(PairI16(uv));
+      };
       __m512i t = _mm512_setzero_si512();
 #pragma GCC unroll 4
       for (int k = 0; k < 4; ++k) {
