@@ -360,10 +360,20 @@ void KernelAvx2T(const Tile& t, const Fmt& f, int cols, const Act& a, int tok0, 
         __m256i s[NT];
 #pragma GCC unroll 8
         for (int j = 0; j < NT; ++j) s[j] = _mm256_setzero_si256();
-        for (int k = 0; k < kpg; ++k) {
-          const __m256i wv = _mm256_loadu_si256(q + g * kpg + k);
+        // (The group size a constant, so that the loop unrolls: rolled, GCC copies the NT
+        // accumulators through registers on every step.)
+        auto group = [&]<int KPG>() {
 #pragma GCC unroll 8
-          for (int j = 0; j < NT; ++j) s[j] = dot4(s[j], wv, Load32(xq[j] + g * f.g + 4 * k));
+          for (int k = 0; k < KPG; ++k) {
+            const __m256i wv = _mm256_loadu_si256(q + g * KPG + k);
+#pragma GCC unroll 8
+            for (int j = 0; j < NT; ++j) s[j] = dot4(s[j], wv, Load32(xq[j] + g * 4 * KPG + 4 * k));
+          }
+        };
+        if (kpg == 4) {
+          group.template operator()<4>();
+        } else {
+          group.template operator()<8>();
         }
         const __m256i scv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(&t.sc[g * 8]));
         const __m256i mnv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(&t.mn[g * 8]));
