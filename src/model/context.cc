@@ -258,13 +258,10 @@ Status Context::Forward(std::span<const int32_t> tokens, std::span<const int32_t
         }
         for (int j0 = 0; j0 < n_past_; j0 += kKeyTile) {
           const int nk = std::min(kKeyTile, n_past_ - j0);
-          const float* v_tile = v_head + static_cast<size_t>(j0) * s.kv_dim;
-          int m = 0;
-          for (; m + 2 <= rows; m += 2) {
-            AxpyRows2(row(m) + j0, row(m + 1) + j0, v_tile, s.kv_dim, nk, hd, output(m),
-                      output(m + 1));
+          for (int m = 0; m < rows; ++m) {
+            AxpyRows(row(m) + j0, v_head + static_cast<size_t>(j0) * s.kv_dim, s.kv_dim, nk, hd,
+                     output(m));
           }
-          if (m < rows) AxpyRows(row(m) + j0, v_tile, s.kv_dim, nk, hd, output(m));
         }
         for (int i = i0; i < i1; ++i) {
           const int n_anc = ancestors(i, v_head);

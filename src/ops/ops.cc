@@ -124,8 +124,6 @@ struct Kernels {
   void (*axpy)(float, const float*, float*, int);
   void (*dot_batch)(const float*, const float*, int64_t, int, int, float, float*);
   void (*axpy_rows)(const float*, const float*, int64_t, int, int, float*);
-  void (*axpy_rows2)(const float*, const float*, const float*, int64_t, int, int, float*,
-                     float*);
   void (*dot_gather)(const float*, const float* const*, int, int, float, float*);
   void (*axpy_gather)(const float*, const float* const*, int, int, float*);
   void (*softmax)(float*, int);
@@ -138,8 +136,8 @@ struct Kernels {
 
 #define GOOSE_KERNELS(ns) \
   Kernels {                                                                        \
-    ns::Dot, ns::DotRowsTokens, ns::Axpy, ns::DotBatch, ns::AxpyRows, ns::AxpyRows2,   \
-        ns::DotGather, ns::AxpyGather, ns::Softmax, ns::SwiGlu, ns::ConvertF16,        \
+    ns::Dot, ns::DotRowsTokens, ns::Axpy, ns::DotBatch, ns::AxpyRows, ns::DotGather,    \
+        ns::AxpyGather, ns::Softmax, ns::SwiGlu, ns::ConvertF16,                       \
         ns::ConvertBF16, ns::DequantQ8_0, ns::FirstAbove }
 const Kernels kKernels[] = {GOOSE_KERNELS(kern_base), GOOSE_KERNELS(kern_avx2),
                             GOOSE_KERNELS(kern_avx512)};
@@ -315,11 +313,6 @@ void DotBatch(const float* q, const float* keys, int64_t stride, int n_keys, int
 
 void AxpyRows(const float* w, const float* rows, int64_t stride, int n_rows, int n, float* out) {
   Active().axpy_rows(w, rows, stride, n_rows, n, out);
-}
-
-void AxpyRows2(const float* w0, const float* w1, const float* rows, int64_t stride, int n_rows,
-               int n, float* out0, float* out1) {
-  Active().axpy_rows2(w0, w1, rows, stride, n_rows, n, out0, out1);
 }
 
 void DotGather(const float* q, const float* const* keys, int n_keys, int n, float scale,

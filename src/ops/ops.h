@@ -95,9 +95,6 @@ void DotBatch(const float* q, const float* keys, int64_t stride, int n_keys, int
               float* out);
 // out[d] += w[j] * rows[j * stride + d], for j = 0 .. n_rows-1 in order (== Axpy per row).
 void AxpyRows(const float* w, const float* rows, int64_t stride, int n_rows, int n, float* out);
-// AxpyRows for two weight rows into two outputs in one pass over the rows (the same bits).
-void AxpyRows2(const float* w0, const float* w1, const float* rows, int64_t stride, int n_rows,
-               int n, float* out0, float* out1);
 // The same two over rows given by pointers (a tree node's ancestors in the KV cache).
 void DotGather(const float* q, const float* const* keys, int n_keys, int n, float scale,
                float* out);
