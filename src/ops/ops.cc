@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "ops/cpu_features.h"
+#include "ops/qmatmul_internal.h"
 #include "ops/qmatmul.h"
 #include "ops/quant.h"
 #include "util/aligned.h"
@@ -187,9 +188,19 @@ void MatMulRows(const Kernels& k, const WeightMatrix& w, const float* x, int n_t
     scratch.resize(static_cast<size_t>(kRowBlock * cols));
   }
   const float* rows[kRowBlock];
+  const uint8_t* base = static_cast<const uint8_t*>(w.data);
+  const int64_t rb = w.row_bytes();
   for (int64_t r = r0; r < r1; r += kRowBlock) {
     const int nr = static_cast<int>(std::min<int64_t>(kRowBlock, r1 - r));
     for (int j = 0; j < nr; ++j) {
+      // Row j of the next block into cache while row j converts: a share of the prefetch per
+      // row, so that DRAM reads overlap all the work. F16, 2 threads, one token: 4864x896
+      // 0.33 -> 0.22-0.24 ms (26 -> 37-40 GB/s), 896x4864 0.36 -> 0.30 ms; into L2 only, a
+      // little less.
+      if (w.dtype != DType::kF32 && r + kRowBlock + j < r1) {
+        const uint8_t* p = base + (r + kRowBlock + j) * rb;
+        for (int64_t o = 0; o < rb; o += 64) qmm::PrefetchLine<true>(p + o);
+      }
       if (w.dtype == DType::kF32) {
         rows[j] = static_cast<const float*>(w.data) + (r + j) * w.cols;
       } else {
