@@ -137,7 +137,7 @@ uint64_t ForwardScratchBytes(const LlamaConfig& config, int n_batch) {
   return static_cast<uint64_t>(std::max(n_batch, 0)) * (floats * sizeof(float) + 16);
 }
 
-void Model::TileQ8Matrices() {
+void Model::TileMatrices() {
   if (IntKernelFor(ActiveCpuLevel()) != 2) return;
   // (token_embd_ stays as it is even when output_ shares its data: GetRow reads single rows.)
   std::vector<WeightMatrix*> ms = {&output_};
@@ -147,21 +147,21 @@ void Model::TileQ8Matrices() {
     }
   }
   std::erase_if(ms, [](const WeightMatrix* w) {
-    return w->dtype != DType::kQ8_0 || w->layout != WeightLayout::kRows;
+    return !HasTiles(w->dtype) || w->layout != WeightLayout::kRows;
   });
   // One buffer for all of them (each matrix 64-byte aligned: tile sizes are multiples of 64).
   uint64_t total = 0;
-  for (const WeightMatrix* w : ms) total += Q8TiledBytes(w->rows, w->cols);
+  for (const WeightMatrix* w : ms) total += TiledBytes(w->dtype, w->rows, w->cols);
   if (total == 0) return;
   tiles_ = std::make_unique<LargeBuffer>(total);
   uint8_t* at = tiles_->data();
   for (WeightMatrix* w : ms) {
-    RepackQ8Tiles(*w, at);
+    RepackTiles(*w, at);
     gguf_->ReleasePages(static_cast<const uint8_t*>(w->data),
                         static_cast<uint64_t>(w->row_bytes() * w->rows));
     w->data = at;
-    w->layout = WeightLayout::kQ8Tiles;
-    at += Q8TiledBytes(w->rows, w->cols);
+    w->layout = WeightLayout::kTiles;
+    at += TiledBytes(w->dtype, w->rows, w->cols);
   }
 }
 
@@ -213,7 +213,7 @@ StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& path) {
   }
   m->weight_bytes_ = bytes;
   GOOSE_RETURN_IF_ERROR(r.CheckAllConsumed());
-  m->TileQ8Matrices();
+  m->TileMatrices();
 
   GOOSE_ASSIGN_OR_RETURN(m->tokenizer_, Tokenizer::FromGguf(*m->gguf_));
   if (m->tokenizer_->n_vocab() != c.n_vocab) {

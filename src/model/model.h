@@ -68,10 +68,11 @@ class Model {
 
  private:
   Model() = default;
-  // On CPUs whose integer kernel is AVX-512 VNNI (not AMX), Q8_0 matrices are repacked into
-  // that kernel's tiles (WeightLayout::kQ8Tiles, qmatmul.h), owned here: the same size, and no
-  // forward pass transposes them again (qwen0.5B-sized matrices at 16 tokens 17-30% faster).
-  void TileQ8Matrices();
+  // On CPUs whose integer kernel is AVX-512 VNNI (not AMX), Q8_0 and Q4_K matrices are
+  // repacked into that kernel's tiles (WeightLayout::kTiles, qmatmul.h), owned here: about the
+  // same size, and no forward pass transposes them again (qwen0.5B-sized Q8_0 matrices at 16
+  // tokens 17-30% faster).
+  void TileMatrices();
   std::unique_ptr<GgufFile> gguf_;
   std::unique_ptr<Tokenizer> tokenizer_;
   LlamaConfig config_;
@@ -80,7 +81,7 @@ class Model {
   const float* rope_freqs_ = nullptr;
   std::vector<LayerWeights> layers_;
   std::vector<std::vector<float>> owned_f32_;  // norms/biases converted to f32 if stored otherwise
-  std::unique_ptr<LargeBuffer> tiles_;  // Q8_0 matrices' tiles (TileQ8Matrices), or null
+  std::unique_ptr<LargeBuffer> tiles_;  // the tiled matrices (TileMatrices), or null
   uint64_t weight_bytes_ = 0;
 };
 

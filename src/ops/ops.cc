@@ -301,10 +301,10 @@ void MatMulImpl(const WeightMatrix& w, const float* x, int n_tokens, float* out,
 
 void GetRow(const WeightMatrix& w, int64_t row, float* out) {
   GOOSE_CHECK(row >= 0 && row < w.rows);
-  if (w.layout == WeightLayout::kQ8Tiles) {  // the row rebuilt from its tile first
+  if (w.layout == WeightLayout::kTiles) {  // the row rebuilt from its tile first
     thread_local std::vector<uint8_t> blocks;
     blocks.resize(static_cast<size_t>(w.row_bytes()));
-    Q8TiledRow(w, row, blocks.data());
+    TiledRow(w, row, blocks.data());
     DequantizeRow(w.dtype, blocks.data(), w.cols, out);
     return;
   }

@@ -16,10 +16,10 @@
 
 namespace goose {
 
-// How a weight matrix's bytes are laid out. kRows: GGUF's, row after row of blocks. kQ8Tiles
-// (Q8_0 only): 16-row tiles in the AVX-512 integer kernel's lane layout (qmatmul.h), made at
+// How a weight matrix's bytes are laid out. kRows: GGUF's, row after row of blocks. kTiles
+// (Q8_0, Q4_K): 16-row tiles in the AVX-512 integer kernel's lane layout (qmatmul.h), made at
 // load time on CPUs that run that kernel, so that no forward pass transposes them again.
-enum class WeightLayout : uint8_t { kRows, kQ8Tiles };
+enum class WeightLayout : uint8_t { kRows, kTiles };
 
 // A read-only weight matrix [rows, cols] in `dtype` (cols contiguous, as GGUF ne[0]); in the
 // kRows layout each row is RowBytes(dtype, cols) bytes.

@@ -6,8 +6,9 @@
 // every token of the batch. With rows in lanes, VNNI's vpdpbusd (u8 x s8 -> s32, 4 columns per
 // lane) needs no horizontal sums, and each lane's float accumulation is the scalar order.
 //
-// Q8_0 weights stored as tiles (WeightLayout::kQ8Tiles: the AVX-512 IR, made at load time) are
-// read in place by every batch size. For row-major weights and a few tokens (decode) on
+// Q8_0 and Q4_K weights stored as tiles (WeightLayout::kTiles: the AVX-512 IR, Q4_K's levels
+// still as nibbles, made at load time) are read in place by every batch size. For row-major
+// weights and a few tokens (decode) on
 // AVX-512 the unpack is most of the work, so full tiles of Q8_0, Q4_0, Q5_0, Q4_K and Q6_K are
 // read straight from the blocks instead ("direct" kernels): integer row sums are folded into
 // the same lane layout, and the float code is the tile kernel's.
@@ -63,6 +64,11 @@ using qmm::GetFmt;
 // Bytes of a Q8_0 tile's scale part (qmatmul.h): 16 f16 per block, padded to 64; the level
 // vectors start there.
 int64_t Q8ScaleBytes(int64_t cols) { return (32 * (cols / 32) + 63) / 64 * 64; }
+int64_t Q8TileBytes(int64_t cols) { return Q8ScaleBytes(cols) + 512 * (cols / 32); }
+
+// A Q4_K tile's super-block (qmatmul.h): d, dmin, sc, m, then the level vectors.
+constexpr int kQ4KTileSbBytes = 2368;
+constexpr int kQ4KDmin = 32, kQ4KSc = 64, kQ4KMin = 192, kQ4KLevels = 320;
 
 // One token's activations, quantized (batch-invariant: depends on this row only).
 void QuantizeAct(const float* x, int cols, const Fmt& f, int8_t* q, float* dx, int32_t* bs) {
@@ -224,9 +230,9 @@ void PackTile(const WeightMatrix& wm, const Fmt& f, int64_t r0, int nr, int w, R
     }
     const uint8_t* src = static_cast<const uint8_t*>(wm.data) + (r0 + lane) * wm.row_bytes();
     thread_local std::vector<uint8_t> rebuilt;
-    if (wm.layout == WeightLayout::kQ8Tiles) {  // (only when a test forces a lower kernel)
+    if (wm.layout == WeightLayout::kTiles) {  // (only when a test forces a lower kernel)
       rebuilt.resize(static_cast<size_t>(wm.row_bytes()));
-      Q8TiledRow(wm, r0 + lane, rebuilt.data());
+      TiledRow(wm, r0 + lane, rebuilt.data());
       src = rebuilt.data();
     }
     UnpackRow(wm.dtype, src, cols, row);
@@ -536,7 +542,7 @@ void KernelBlocks32T(const Blocks32& t, const Fmt& f, int cols, const Act& a, in
   for (int j = 0; j < NT; ++j) acc[j] = _mm512_setzero_ps();
   const __m512i* q = reinterpret_cast<const __m512i*>(t.levels);
   for (int b = 0; b < nsb; ++b) {
-    if (pf != nullptr) qmm::PrefetchRange<false>(pf, b * pf_step, (b + 1) * pf_step);
+    if (pf != nullptr) qmm::PrefetchRange<NT == 1>(pf, b * pf_step, (b + 1) * pf_step);
     __m512i s[NT];
 #pragma GCC unroll 8
     for (int j = 0; j < NT; ++j) s[j] = _mm512_setzero_si512();
@@ -560,6 +566,41 @@ void KernelBlocks32T(const Blocks32& t, const Fmt& f, int cols, const Act& a, in
   for (int j = 0; j < NT; ++j) StoreRows(acc[j], nr, out + (tok0 + j) * out_stride);
 }
 
+// A 16-row K-quant tile for KernelSuperBlocksT: group g's IR vector k, its sc and m (int32
+// per row), block b's d and dmin. PackTileAvx512's tiles (KTileView) or Q4_K weights stored
+// as tiles, read in place (Q4KTileView: levels as nibbles, scales as bytes, d as f16).
+struct KTileView {
+  const Tile& t;
+  int kpg;  // IR vectors per group
+  __m512i Levels(int g, int k) const {
+    return _mm512_loadu_si512(t.q.data() + 64 * static_cast<size_t>(g * kpg + k));
+  }
+  __m512i Sc(int g) const { return _mm512_loadu_si512(&t.sc[g * 16]); }
+  __m512i Mn(int g) const { return _mm512_loadu_si512(&t.mn[g * 16]); }
+  __m512 D(int b) const { return _mm512_loadu_ps(&t.d[b * 16]); }
+  __m512 Dmin(int b) const { return _mm512_loadu_ps(&t.dmin[b * 16]); }
+};
+struct Q4KTileView {
+  const uint8_t* tile;
+  const uint8_t* Sb(int b) const { return tile + static_cast<size_t>(b) * kQ4KTileSbBytes; }
+  __m512i Levels(int g, int k) const {  // group 2j in the low nibbles of vector 8j + k, 2j+1 high
+    const __m512i v = _mm512_loadu_si512(Sb(g / 8) + kQ4KLevels + 64 * (g % 8 / 2 * 8 + k));
+    const __m512i nib = _mm512_set1_epi8(0x0F);
+    return _mm512_and_si512(g % 2 == 0 ? v : _mm512_srli_epi16(v, 4), nib);
+  }
+  __m512i Bytes(int g, int offset) const {
+    return _mm512_cvtepu8_epi32(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(Sb(g / 8) + offset + g % 8 * 16)));
+  }
+  __m512i Sc(int g) const { return Bytes(g, kQ4KSc); }
+  __m512i Mn(int g) const { return Bytes(g, kQ4KMin); }
+  __m512 Half(int b, int offset) const {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(Sb(b) + offset)));
+  }
+  __m512 D(int b) const { return Half(b, 0); }
+  __m512 Dmin(int b) const { return Half(b, kQ4KDmin); }
+};
+
 // Level sums g[0], g[1] as one dword of int16 pairs (vpdpwssd's operand); each fits int16.
 inline int32_t PairI16(const int32_t* g) {
   return static_cast<int32_t>((static_cast<uint32_t>(g[0]) & 0xFFFF) |
@@ -569,8 +610,8 @@ inline int32_t PairI16(const int32_t* g) {
 // K-quant super-blocks of groups of G columns (f.g), one tile for NT tokens. (G a template
 // argument so that the group's dpbusd loop unrolls: rolled, GCC rotated the NT accumulators
 // through register copies, one per dpbusd.)
-template <int NT, int G>
-void KernelSuperBlocksT(const Tile& t, const Fmt& f, int cols, const Act& a, int tok0,
+template <int NT, int G, class KTile>
+void KernelSuperBlocksT(const KTile& t, const Fmt& f, int cols, const Act& a, int tok0,
                         float* out, int64_t out_stride, int nr, const uint8_t* pf,
                         int64_t pf_step) {
   const int nsb = cols / f.sb, ng = cols / f.g;
@@ -579,12 +620,11 @@ void KernelSuperBlocksT(const Tile& t, const Fmt& f, int cols, const Act& a, int
   __m512 acc[NT];
 #pragma GCC unroll 8
   for (int j = 0; j < NT; ++j) acc[j] = _mm512_setzero_ps();
-  const __m512i* q = reinterpret_cast<const __m512i*>(t.q.data());
   const int gpb = f.sb / G;
   constexpr int kpg = G / 4;
   const __m512i lo16 = _mm512_set1_epi32(0xFFFF);
   for (int b = 0; b < nsb; ++b) {
-    if (pf != nullptr) qmm::PrefetchRange<false>(pf, b * pf_step, (b + 1) * pf_step);
+    if (pf != nullptr) qmm::PrefetchRange<NT == 1>(pf, b * pf_step, (b + 1) * pf_step);
     __m512i i1[NT], i2[NT];
 #pragma GCC unroll 8
     for (int j = 0; j < NT; ++j) i1[j] = i2[j] = _mm512_setzero_si512();
@@ -592,9 +632,8 @@ void KernelSuperBlocksT(const Tile& t, const Fmt& f, int cols, const Act& a, int
     // 4096, |bs| <= 32 * 127), so the int16 pairs' products are the same integers.
     for (int gg = 0; gg < gpb; gg += 2) {
       const int g = b * gpb + gg;
-      const __m512i mp = _mm512_or_si512(
-          _mm512_and_si512(_mm512_loadu_si512(&t.mn[g * 16]), lo16),
-          _mm512_slli_epi32(_mm512_loadu_si512(&t.mn[(g + 1) * 16]), 16));
+      const __m512i mp =
+          _mm512_or_si512(_mm512_and_si512(t.Mn(g), lo16), _mm512_slli_epi32(t.Mn(g + 1), 16));
 #pragma GCC unroll 8
       for (int j = 0; j < NT; ++j) {
         i2[j] = _mm512_dpwssd_epi32(i2[j], mp, _mm512_set1_epi32(PairI16(bs[j] + g)));
@@ -607,19 +646,18 @@ void KernelSuperBlocksT(const Tile& t, const Fmt& f, int cols, const Act& a, int
       for (int j = 0; j < NT; ++j) s[j] = _mm512_setzero_si512();
 #pragma GCC unroll 8
       for (int k = 0; k < kpg; ++k) {
-        const __m512i wv = _mm512_loadu_si512(q + g * kpg + k);
+        const __m512i wv = t.Levels(g, k);
 #pragma GCC unroll 8
         for (int j = 0; j < NT; ++j) {
           s[j] =
               _mm512_dpbusd_epi32(s[j], wv, _mm512_set1_epi32(Load32(xq[j] + g * G + 4 * k)));
         }
       }
-      const __m512i scv = _mm512_loadu_si512(&t.sc[g * 16]);
+      const __m512i scv = t.Sc(g);
 #pragma GCC unroll 8
       for (int j = 0; j < NT; ++j) i1[j] = _mm512_add_epi32(i1[j], _mm512_mullo_epi32(scv, s[j]));
     }
-    const __m512 dv = _mm512_loadu_ps(&t.d[b * 16]);
-    const __m512 mv = _mm512_loadu_ps(&t.dmin[b * 16]);
+    const __m512 dv = t.D(b), mv = t.Dmin(b);
 #pragma GCC unroll 8
     for (int j = 0; j < NT; ++j) {
       const __m512 x = _mm512_set1_ps(dx[j][b]);
@@ -771,7 +809,7 @@ inline void Transpose16x8(const uint8_t* p, int64_t rb, __m512i* out) {
 }
 
 // A Q8_0 block's 32 levels of 16 rows (at p + r * rb) to the 8 lane-layout vectors at dst, as
-// unsigned bytes (q ^ 0x80): PackTileAvx512's tiles and RepackQ8Tiles' alike.
+// unsigned bytes (q ^ 0x80): PackTileAvx512's tiles and RepackTiles' alike.
 // (Inlined: as a function of its own, GCC 12 warns about the transpose's intrinsics.)
 inline __attribute__((always_inline)) void Q8LevelsToLanes(const uint8_t* p, int64_t rb,
                                                            __m512i* dst) {
@@ -782,7 +820,7 @@ inline __attribute__((always_inline)) void Q8LevelsToLanes(const uint8_t* p, int
   for (int k = 0; k < 8; ++k) _mm512_storeu_si512(dst + k, _mm512_xor_si512(o[k], x80));
 }
 
-// A full Q8_0 tile of RepackQ8Tiles from the 16 rows at src (rb bytes apart).
+// A full Q8_0 tile of RepackTiles from the 16 rows at src (rb bytes apart).
 void PackQ8TileAvx512(const uint8_t* src, int64_t rb, int nsb, uint8_t* tile) {
   const int64_t level_offset = Q8ScaleBytes(32 * nsb);
   std::memset(tile, 0, static_cast<size_t>(level_offset));  // (the scales' padding)
@@ -791,6 +829,32 @@ void PackQ8TileAvx512(const uint8_t* src, int64_t rb, int nsb, uint8_t* tile) {
     const uint8_t* blk = src + b * 34;
     for (int r = 0; r < 16; ++r) std::memcpy(tile + (b * 16 + r) * 2, blk + r * rb, 2);
     Q8LevelsToLanes(blk + 2, rb, lv + b * 8);
+  }
+}
+
+// A full Q4_K tile of RepackTiles from the 16 rows at src (rb bytes apart): RepackTiles' byte
+// moves, 16 rows at a time (d and dmin as their f16 bits, never through f32).
+void PackQ4KTileAvx512(const uint8_t* src, int64_t rb, int nsb, uint8_t* tile) {
+  for (int b = 0; b < nsb; ++b) {
+    const uint8_t* blk = src + b * 144;
+    uint8_t* sb = tile + static_cast<size_t>(b) * kQ4KTileSbBytes;
+    __m512i h[4], sc[8], mn[8], o[4];
+    qmm::Transpose16x4(blk, rb, h);  // d | dmin << 16, then the 12 scale bytes
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(sb), _mm512_cvtepi32_epi16(h[0]));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(sb + kQ4KDmin),
+                        _mm512_cvtepi32_epi16(_mm512_srli_epi32(h[0], 16)));
+    qmm::Q4KScalesMins(h[1], h[2], h[3], sc, mn);
+    auto store_bytes = [](uint8_t* p, __m512i v) {  // 16 int32 lanes (< 64) as bytes
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm512_cvtepi32_epi8(v));
+    };
+    for (int j = 0; j < 8; ++j) {
+      store_bytes(sb + kQ4KSc + 16 * j, sc[j]);
+      store_bytes(sb + kQ4KMin + 16 * j, mn[j]);
+    }
+    for (int c = 0; c < 8; ++c) {  // qs dwords 4c .. 4c + 3 of the 16 rows: vectors 4c ..
+      qmm::Transpose16x4(blk + 16 + 16 * c, rb, o);
+      for (int m = 0; m < 4; ++m) _mm512_storeu_si512(sb + kQ4KLevels + 64 * (4 * c + m), o[m]);
+    }
   }
 }
 
@@ -937,27 +1001,17 @@ bool PackTileAvx512(const WeightMatrix& wm, const Fmt& f, int64_t r0, int nr, Ti
     return true;
   }
   if (dt != DType::kQ4_K) return false;
-  const __m512i m63 = _mm512_set1_epi32(63), m15 = _mm512_set1_epi32(15);
-  const __m512i m3 = _mm512_set1_epi32(3);
   for (int b = 0; b < cols / 256; ++b) {
     const uint8_t* blk = base + b * 144;
     __m512 dv, mv;
-    __m512i s0, s1, s2;
+    __m512i s0, s1, s2, sc[8], mn[8];
     qmm::Q4KHeads(blk, rb, &dv, &mv, &s0, &s1, &s2);
     _mm512_storeu_ps(&t->d[b * 16], dv);
     _mm512_storeu_ps(&t->dmin[b * 16], mv);
-    for (int j = 0; j < 4; ++j) {  // GetScaleMinK4, 16 rows at once
-      const int sh = 8 * j;
-      const __m512i b0 = _mm512_srli_epi32(s0, sh), b1 = _mm512_srli_epi32(s1, sh);
-      const __m512i b2 = _mm512_srli_epi32(s2, sh);
-      _mm512_storeu_si512(&t->sc[(b * 8 + j) * 16], _mm512_and_si512(b0, m63));
-      _mm512_storeu_si512(&t->mn[(b * 8 + j) * 16], _mm512_and_si512(b1, m63));
-      const __m512i hs = _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(b0, 6), m3), 4);
-      const __m512i hm = _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(b1, 6), m3), 4);
-      _mm512_storeu_si512(&t->sc[(b * 8 + 4 + j) * 16],
-                          _mm512_or_si512(_mm512_and_si512(b2, m15), hs));
-      _mm512_storeu_si512(&t->mn[(b * 8 + 4 + j) * 16],
-                          _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(b2, 4), m15), hm));
+    qmm::Q4KScalesMins(s0, s1, s2, sc, mn);
+    for (int j = 0; j < 8; ++j) {
+      _mm512_storeu_si512(&t->sc[(b * 8 + j) * 16], sc[j]);
+      _mm512_storeu_si512(&t->mn[(b * 8 + j) * 16], mn[j]);
     }
     const uint8_t* qs = blk + 16;
     for (int c = 0; c < 8; ++c) {  // 16-byte chunk c: j = c / 2, dwords m = 4 * (c % 2) ..
@@ -1083,12 +1137,13 @@ void KernelBlocks32(const Blocks32& t, const Fmt& f, int cols, const Act& a, int
 void KernelAvx512(const Tile& t, const Fmt& f, int cols, const Act& a, int n_tok, float* out,
                   int64_t out_stride, int nr, const uint8_t* pf, int64_t pf_bytes) {
   if (!f.k) return KernelBlocks32(OfTile(t), f, cols, a, n_tok, out, out_stride, nr, pf, pf_bytes);
+  const KTileView v{t, f.g / 4};
   RunTokenGroups(n_tok, cols / f.sb, pf, pf_bytes,
                  [&]<int NT>(int tok, const uint8_t* p, int64_t step) {
                    if (f.g == 16) {
-                     KernelSuperBlocksT<NT, 16>(t, f, cols, a, tok, out, out_stride, nr, p, step);
+                     KernelSuperBlocksT<NT, 16>(v, f, cols, a, tok, out, out_stride, nr, p, step);
                    } else {
-                     KernelSuperBlocksT<NT, 32>(t, f, cols, a, tok, out, out_stride, nr, p, step);
+                     KernelSuperBlocksT<NT, 32>(v, f, cols, a, tok, out, out_stride, nr, p, step);
                    }
                  });
 }
@@ -1096,21 +1151,65 @@ void KernelAvx512(const Tile& t, const Fmt& f, int cols, const Act& a, int n_tok
 // From this many tokens on, pairs of tiles beat single tiles (KernelAvx512Pair).
 constexpr int kMinPairTokens = 8;
 
-// Tiles [tile0, tile1) of a kQ8Tiles matrix for every token, read in place (no transpose, no
+// Up to this many tokens a Q4_K tile is read in place (nibbles unpacked per token group);
+// beyond, unpacked once per pass into a plain tile.
+constexpr int kMaxQ4KInPlaceTokens = 8;
+
+// A Q4_K tile (kTiles) as PackTileAvx512 would have made it from the rows: levels as bytes,
+// scales as int32, d and dmin as f32.
+void UnpackQ4KTile(const Q4KTileView& v, int cols, Tile* t) {
+  const int nsb = cols / 256;
+  t->Resize(cols, GetFmt(DType::kQ4_K), 16);
+  __m512i* q = reinterpret_cast<__m512i*>(t->q.data());
+  for (int b = 0; b < nsb; ++b) {
+    _mm512_storeu_ps(&t->d[b * 16], v.D(b));
+    _mm512_storeu_ps(&t->dmin[b * 16], v.Dmin(b));
+    for (int gg = 0; gg < 8; ++gg) {
+      const int g = b * 8 + gg;
+      _mm512_storeu_si512(&t->sc[g * 16], v.Sc(g));
+      _mm512_storeu_si512(&t->mn[g * 16], v.Mn(g));
+#pragma GCC unroll 8
+      for (int k = 0; k < 8; ++k) _mm512_storeu_si512(q + g * 8 + k, v.Levels(g, k));
+    }
+  }
+}
+
+// Tiles [tile0, tile1) of a kTiles matrix for every token, read in place (no transpose, no
 // copy: the layout is the kernels' own). follow: as RunTiles'.
-void RunQ8Tiles(const WeightMatrix& wm, const Fmt& f, const Act& a, int n_tok, float* out,
-                int64_t tile0, int64_t tile1, int64_t follow) {
+void RunTiled(const WeightMatrix& wm, const Fmt& f, const Act& a, int n_tok, float* out,
+              int64_t tile0, int64_t tile1, int64_t follow) {
   const int cols = static_cast<int>(wm.cols);
-  const int64_t tb = Q8TileBytes(cols), n_tiles = (wm.rows + 15) / 16;
-  const int64_t level_offset = Q8ScaleBytes(cols);
+  const int64_t tb = TileBytes(wm.dtype, cols), n_tiles = (wm.rows + 15) / 16;
   const uint8_t* base = static_cast<const uint8_t*>(wm.data);
-  auto view = [&](int64_t t) {
-    const uint8_t* p = base + t * tb;
-    return Q8TileView{p + level_offset, reinterpret_cast<const uint16_t*>(p)};
-  };
   auto ahead = [&](int64_t t) -> const uint8_t* {  // the tile after t in this thread's order
     t = t + 1 < tile1 ? t + 1 : follow;
     return t < 0 || t >= n_tiles ? nullptr : base + t * tb;
+  };
+  if (wm.dtype == DType::kQ4_K) {
+    thread_local Tile unpacked;
+    for (int64_t ti = tile0; ti < tile1; ++ti) {
+      const int64_t r0 = ti * 16;
+      const int nr = static_cast<int>(std::min<int64_t>(16, wm.rows - r0));
+      const Q4KTileView v{base + ti * tb};
+      if (n_tok > kMaxQ4KInPlaceTokens) {
+        // Many tokens: the nibbles and byte scales once into a plain tile (sequential work,
+        // no transposes), then the kernel without per-token-group unpacking.
+        UnpackQ4KTile(v, cols, &unpacked);
+        KernelAvx512(unpacked, f, cols, a, n_tok, out + r0, wm.rows, nr, ahead(ti), tb);
+        continue;
+      }
+      RunTokenGroups(n_tok, cols / 256, ahead(ti), tb,
+                     [&]<int NT>(int tok, const uint8_t* p, int64_t step) {
+                       KernelSuperBlocksT<NT, 32>(v, f, cols, a, tok, out + r0, wm.rows, nr, p,
+                                                  step);
+                     });
+    }
+    return;
+  }
+  const int64_t level_offset = Q8ScaleBytes(cols);
+  auto view = [&](int64_t t) {
+    const uint8_t* p = base + t * tb;
+    return Q8TileView{p + level_offset, reinterpret_cast<const uint16_t*>(p)};
   };
   for (int64_t ti = tile0; ti < tile1; ++ti) {
     const int64_t r0 = ti * 16;
@@ -1217,8 +1316,6 @@ void DirectQ4_K(const uint8_t* base, int64_t rb, int cols, const Act& a, int tok
   const int64_t pf_step = (16 * rb + nsb - 1) / nsb;
 
   const __m512i nib = _mm512_set1_epi8(0x0F);
-  const __m512i m63 = _mm512_set1_epi32(63), m15 = _mm512_set1_epi32(15);
-  const __m512i m3 = _mm512_set1_epi32(3);
   const int8_t* xq[NT];
   const float* dx[NT];
   const int32_t* bs[NT];
@@ -1236,19 +1333,8 @@ void DirectQ4_K(const uint8_t* base, int64_t rb, int cols, const Act& a, int tok
     __m512 dv, mv;
     __m512i s0, s1, s2;
     qmm::Q4KHeads(blk, rb, &dv, &mv, &s0, &s1, &s2);
-    __m512i sc[8], mn[8];  // GetScaleMinK4, 16 rows at once (as PackTileAvx512)
-#pragma GCC unroll 4
-    for (int j = 0; j < 4; ++j) {
-      const int sh = 8 * j;
-      const __m512i b0 = _mm512_srli_epi32(s0, sh), b1 = _mm512_srli_epi32(s1, sh);
-      const __m512i b2 = _mm512_srli_epi32(s2, sh);
-      sc[j] = _mm512_and_si512(b0, m63);
-      mn[j] = _mm512_and_si512(b1, m63);
-      const __m512i hs = _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(b0, 6), m3), 4);
-      const __m512i hm = _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(b1, 6), m3), 4);
-      sc[4 + j] = _mm512_or_si512(_mm512_and_si512(b2, m15), hs);
-      mn[4 + j] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(b2, 4), m15), hm);
-    }
+    __m512i sc[8], mn[8];
+    qmm::Q4KScalesMins(s0, s1, s2, sc, mn);
     __m512i mp[4];  // (m 2c, m 2c+1) as int16 pairs, for vpdpwssd (m <= 63)
 #pragma GCC unroll 4
     for (int c = 0; c < 4; ++c) {
@@ -1532,8 +1618,8 @@ namespace {
 // first tile of this thread's next run (-1: none), so that the prefetch ahead continues into it.
 void RunTiles(const WeightMatrix& wm, const Fmt& f, const Act& a, const qmm::AmxAct* amx,
               int n_tok, float* out, int kernel, int64_t tile0, int64_t tile1, int64_t follow) {
-  if (wm.layout == WeightLayout::kQ8Tiles && kernel == 2) {
-    return RunQ8Tiles(wm, f, a, n_tok, out, tile0, tile1, follow);
+  if (wm.layout == WeightLayout::kTiles && kernel == 2) {
+    return RunTiled(wm, f, a, n_tok, out, tile0, tile1, follow);
   }
   const int w = kernel >= 2 ? 16 : kernel == 1 ? 8 : 1;
   const int cols = static_cast<int>(wm.cols);
@@ -1630,8 +1716,8 @@ void QMatMulShared(const WeightMatrix* const* ws, int n_w, const float* x, int n
     GOOSE_CHECK(ws[i]->dtype == dtype && ws[i]->cols == cols && ws[i]->layout == layout);
   }
   // Tiles are the AVX-512 kernel's layout (AMX multiplies row-major tiles): at most kernel 2.
-  if (layout == WeightLayout::kQ8Tiles) {
-    GOOSE_CHECK(dtype == DType::kQ8_0);
+  if (layout == WeightLayout::kTiles) {
+    GOOSE_CHECK(HasTiles(dtype));
     kernel = std::min(kernel, 2);
   }
   // (thread_local: the lambdas below, which run on other threads too, use the reference.)
@@ -1706,70 +1792,104 @@ void QMatMulShared(const WeightMatrix* const* ws, int n_w, const float* x, int n
   });
 }
 
-int64_t Q8TileBytes(int64_t cols) { return Q8ScaleBytes(cols) + 512 * (cols / 32); }
+bool HasTiles(DType t) { return t == DType::kQ8_0 || t == DType::kQ4_K; }
 
-int64_t Q8TiledBytes(int64_t rows, int64_t cols) { return (rows + 15) / 16 * Q8TileBytes(cols); }
+int64_t TileBytes(DType t, int64_t cols) {
+  GOOSE_CHECK(HasTiles(t));
+  return t == DType::kQ8_0 ? Q8TileBytes(cols) : kQ4KTileSbBytes * (cols / 256);
+}
+
+int64_t TiledBytes(DType t, int64_t rows, int64_t cols) {
+  return (rows + 15) / 16 * TileBytes(t, cols);
+}
 
 namespace {
-// Row r's place in the tiles: its f16 scale of block b at scale(b), its levels 4k .. 4k+3 of
-// block b at level(b, k).
-struct Q8TileSlot {
+// Row r's place in the tiles: its lane of tile r / 16.
+struct TileSlot {
   uint8_t* tile;
-  int64_t level_offset;  // of block 0's vectors in the tile
   int lane;
-  Q8TileSlot(const WeightMatrix& w, int64_t r, const uint8_t* base)
-      : tile(const_cast<uint8_t*>(base) + r / 16 * Q8TileBytes(w.cols)),
-        level_offset(Q8ScaleBytes(w.cols)),
+  TileSlot(const WeightMatrix& w, int64_t r, const uint8_t* base)
+      : tile(const_cast<uint8_t*>(base) + r / 16 * TileBytes(w.dtype, w.cols)),
         lane(static_cast<int>(r % 16)) {}
-  uint8_t* scale(int64_t b) const { return tile + (b * 16 + lane) * 2; }
-  uint8_t* level(int64_t b, int k) const {
-    return tile + level_offset + b * 512 + k * 64 + lane * 4;
+  // Q8_0: the f16 scale of block b, levels 4k .. 4k+3 of block b.
+  uint8_t* q8_scale(int64_t b) const { return tile + (b * 16 + lane) * 2; }
+  uint8_t* q8_level(int64_t cols, int64_t b, int k) const {
+    return tile + Q8ScaleBytes(cols) + b * 512 + k * 64 + lane * 4;
   }
+  // Q4_K: super-block b's part of the tile, and this row's byte of a [..][16] array in it.
+  uint8_t* q4k(int64_t b, int offset) const { return tile + b * kQ4KTileSbBytes + offset; }
 };
 constexpr uint32_t kSignBits = 0x80808080u;  // q ^ 0x80 in each byte: signed <-> unsigned levels
+
+// Row `row` (GGUF blocks) into its slot, or (to_row) back: the byte moves of both directions.
+void MoveRow(const WeightMatrix& w, const TileSlot& slot, uint8_t* row, bool to_row) {
+  auto move = [&](uint8_t* tile_bytes, uint8_t* row_bytes, int n) {
+    if (to_row) {
+      std::memcpy(row_bytes, tile_bytes, n);
+    } else {
+      std::memcpy(tile_bytes, row_bytes, n);
+    }
+  };
+  if (w.dtype == DType::kQ8_0) {
+    for (int64_t b = 0; b < w.cols / 32; ++b) {
+      uint8_t* blk = row + b * 34;
+      move(slot.q8_scale(b), blk, 2);
+      for (int k = 0; k < 8; ++k) {
+        uint32_t v;
+        std::memcpy(&v, to_row ? slot.q8_level(w.cols, b, k) : blk + 2 + 4 * k, 4);
+        v ^= kSignBits;
+        std::memcpy(to_row ? blk + 2 + 4 * k : slot.q8_level(w.cols, b, k), &v, 4);
+      }
+    }
+    return;
+  }
+  for (int64_t b = 0; b < w.cols / 256; ++b) {
+    uint8_t* blk = row + b * 144;
+    move(slot.q4k(b, 2 * slot.lane), blk, 2);
+    move(slot.q4k(b, kQ4KDmin + 2 * slot.lane), blk + 2, 2);
+    uint8_t sc[8], mn[8];
+    if (!to_row) {
+      for (int j = 0; j < 8; ++j) GetScaleMinK4(j, blk + 4, &sc[j], &mn[j]);
+    }
+    for (int j = 0; j < 8; ++j) {
+      move(slot.q4k(b, kQ4KSc + 16 * j + slot.lane), &sc[j], 1);
+      move(slot.q4k(b, kQ4KMin + 16 * j + slot.lane), &mn[j], 1);
+    }
+    if (to_row) PackScaleMinK4(sc, mn, blk + 4);
+    for (int v = 0; v < 32; ++v) {  // vector 8j + k: qs bytes 32j + 4k .. (= 4v)
+      move(slot.q4k(b, kQ4KLevels + 64 * v + 4 * slot.lane), blk + 16 + 4 * v, 4);
+    }
+  }
+}
 }  // namespace
 
-void RepackQ8Tiles(const WeightMatrix& w, uint8_t* out) {
-  GOOSE_CHECK(w.dtype == DType::kQ8_0 && w.layout == WeightLayout::kRows);
-  const int64_t rb = w.row_bytes(), tb = Q8TileBytes(w.cols), nsb = w.cols / 32;
+void RepackTiles(const WeightMatrix& w, uint8_t* out) {
+  GOOSE_CHECK(HasTiles(w.dtype) && w.layout == WeightLayout::kRows);
+  const int64_t rb = w.row_bytes(), tb = TileBytes(w.dtype, w.cols);
   const bool avx512 = ActiveCpuLevel() >= CpuLevel::kAvx512;
   for (int64_t r0 = 0; r0 < w.rows; r0 += 16) {
     const uint8_t* src = static_cast<const uint8_t*>(w.data) + r0 * rb;
     uint8_t* tile = out + r0 / 16 * tb;
     if (avx512 && r0 + 16 <= w.rows) {  // a full tile: 16 rows transposed at once
-      PackQ8TileAvx512(src, rb, static_cast<int>(nsb), tile);
+      if (w.dtype == DType::kQ8_0) {
+        PackQ8TileAvx512(src, rb, static_cast<int>(w.cols / 32), tile);
+      } else {
+        PackQ4KTileAvx512(src, rb, static_cast<int>(w.cols / 256), tile);
+      }
       continue;
     }
     std::memset(tile, 0, static_cast<size_t>(tb));  // (rows past the last stay zero)
     for (int64_t r = r0; r < std::min(r0 + 16, w.rows); ++r) {
-      const uint8_t* row = static_cast<const uint8_t*>(w.data) + r * rb;
-      const Q8TileSlot slot(w, r, out);
-      for (int64_t b = 0; b < nsb; ++b) {
-        std::memcpy(slot.scale(b), row + b * 34, 2);
-        for (int k = 0; k < 8; ++k) {
-          uint32_t v;
-          std::memcpy(&v, row + b * 34 + 2 + 4 * k, 4);
-          v ^= kSignBits;
-          std::memcpy(slot.level(b, k), &v, 4);
-        }
-      }
+      uint8_t* row = const_cast<uint8_t*>(static_cast<const uint8_t*>(w.data)) + r * rb;
+      MoveRow(w, TileSlot(w, r, out), row, false);  // (reads row only)
     }
   }
 }
 
-void Q8TiledRow(const WeightMatrix& w, int64_t r, uint8_t* out) {
-  GOOSE_CHECK(w.dtype == DType::kQ8_0 && w.layout == WeightLayout::kQ8Tiles);
+void TiledRow(const WeightMatrix& w, int64_t r, uint8_t* out) {
+  GOOSE_CHECK(HasTiles(w.dtype) && w.layout == WeightLayout::kTiles);
   GOOSE_CHECK(r >= 0 && r < w.rows);
-  const Q8TileSlot slot(w, r, static_cast<const uint8_t*>(w.data));
-  for (int64_t b = 0; b < w.cols / 32; ++b) {
-    std::memcpy(out + b * 34, slot.scale(b), 2);
-    for (int k = 0; k < 8; ++k) {
-      uint32_t v;
-      std::memcpy(&v, slot.level(b, k), 4);
-      v ^= kSignBits;
-      std::memcpy(out + b * 34 + 2 + 4 * k, &v, 4);
-    }
-  }
+  MoveRow(w, TileSlot(w, r, static_cast<const uint8_t*>(w.data)), out, true);
 }
 
 float QDotReference(DType t, const uint8_t* row, int64_t cols, const float* x) {

@@ -44,17 +44,24 @@ void QMatMul(const WeightMatrix& w, const float* x, int n_tokens, float* out, Th
 void QMatMulShared(const WeightMatrix* const* w, int n_w, const float* x, int n_tokens,
                    float* const* out, ThreadPool* pool, int kernel);
 
-// Q8_0 tiles (WeightLayout::kQ8Tiles): tile t (rows 16t .. 16t + 15) at t * Q8TileBytes(cols)
-// holds the rows' f16 scales [block][16] (padded to a multiple of 64 bytes), then per block 8
-// vectors of 64 bytes, vector k = levels 4k .. 4k+3 of each of the 16 rows as unsigned bytes
-// (q ^ 0x80). Rows past the last one have zero scales and levels. The AVX-512 kernel reads
-// these tiles in place; the other kernels rebuild rows from them (Q8TiledRow).
-int64_t Q8TileBytes(int64_t cols);
-int64_t Q8TiledBytes(int64_t rows, int64_t cols);
-// Writes the tiles of a row-major Q8_0 matrix to out (Q8TiledBytes(w.rows, w.cols) bytes).
-void RepackQ8Tiles(const WeightMatrix& w, uint8_t* out);
-// Row r of a kQ8Tiles matrix as GGUF Q8_0 blocks (RowBytes(kQ8_0, w.cols) bytes).
-void Q8TiledRow(const WeightMatrix& w, int64_t r, uint8_t* out);
+// Tiles (WeightLayout::kTiles), for Q8_0 and Q4_K: tile t (rows 16t .. 16t + 15) at
+// t * TileBytes(dtype, cols) in the AVX-512 kernel's lane layout, read in place by that kernel
+// (the other kernels rebuild rows from them, TiledRow). The same size as the rows, give or take
+// padding; rows past the last one are zero.
+// - Q8_0: the rows' f16 scales [block][16] (padded to a multiple of 64 bytes), then per block
+//   8 vectors of 64 bytes, vector k = levels 4k .. 4k+3 of each of the 16 rows as unsigned
+//   bytes (q ^ 0x80).
+// - Q4_K, per super-block (kQ4KTileSbBytes): f16 d [16], f16 dmin [16], the 6-bit scales
+//   sc [8][16] and mins m [8][16] as bytes, then 32 vectors of 64 bytes, vector 8j + k = bytes
+//   32j + 4k .. 32j + 4k + 3 of each row's qs (low nibbles: levels 4k .. 4k+3 of group 2j,
+//   high nibbles: of group 2j + 1).
+bool HasTiles(DType t);
+int64_t TileBytes(DType t, int64_t cols);
+int64_t TiledBytes(DType t, int64_t rows, int64_t cols);
+// Writes the tiles of a row-major matrix (HasTiles(w.dtype)) to out (TiledBytes bytes).
+void RepackTiles(const WeightMatrix& w, uint8_t* out);
+// Row r of a kTiles matrix as GGUF blocks (RowBytes(w.dtype, w.cols) bytes).
+void TiledRow(const WeightMatrix& w, int64_t r, uint8_t* out);
 
 // Reference for one row and one token, straight from the blocks (plain scalar code, no IR).
 float QDotReference(DType t, const uint8_t* row, int64_t cols, const float* x);

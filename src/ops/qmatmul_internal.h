@@ -70,6 +70,24 @@ inline void Q4KHeads(const uint8_t* p, int64_t rb, __m512* d, __m512* dmin, __m5
   *s0 = h[1], *s1 = h[2], *s2 = h[3];
 }
 
+// GetScaleMinK4 for 16 rows at once: the 12 scale bytes of each row as dwords s0, s1, s2 (from
+// Q4KHeads) -> the 6-bit scale sc[j] and min mn[j] of group j, one row per int32 lane.
+inline void Q4KScalesMins(__m512i s0, __m512i s1, __m512i s2, __m512i* sc, __m512i* mn) {
+  const __m512i m63 = _mm512_set1_epi32(63), m15 = _mm512_set1_epi32(15);
+  const __m512i m3 = _mm512_set1_epi32(3);
+  for (int j = 0; j < 4; ++j) {
+    const int sh = 8 * j;
+    const __m512i b0 = _mm512_srli_epi32(s0, sh), b1 = _mm512_srli_epi32(s1, sh);
+    const __m512i b2 = _mm512_srli_epi32(s2, sh);
+    sc[j] = _mm512_and_si512(b0, m63);
+    mn[j] = _mm512_and_si512(b1, m63);
+    const __m512i hs = _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(b0, 6), m3), 4);
+    const __m512i hm = _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(b1, 6), m3), 4);
+    sc[4 + j] = _mm512_or_si512(_mm512_and_si512(b2, m15), hs);
+    mn[4 + j] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(b2, 4), m15), hm);
+  }
+}
+
 #pragma GCC pop_options
 
 // Prefetches the cache line at p into L2 (and L1 with kToL1). An asm statement, not

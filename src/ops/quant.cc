@@ -84,20 +84,6 @@ void QuantizeQ5_0(const float* x, int64_t n, uint8_t* o) {
   }
 }
 
-// Packs 8 six-bit scales and mins as ggml's get_scale_min_k4 reads them.
-void PackScaleMinK4(const uint8_t* ls, const uint8_t* lm, uint8_t* s) {
-  std::memset(s, 0, 12);
-  for (int j = 0; j < 8; ++j) {
-    if (j < 4) {
-      s[j] = ls[j];
-      s[j + 4] = lm[j];
-    } else {
-      s[j + 4] = static_cast<uint8_t>((ls[j] & 0xF) | ((lm[j] & 0xF) << 4));
-      s[j - 4] |= static_cast<uint8_t>((ls[j] >> 4) << 6);
-      s[j] |= static_cast<uint8_t>((lm[j] >> 4) << 6);
-    }
-  }
-}
 
 // Q4_K / Q5_K: per 32 values an affine fit x ~ d*sc*q - dmin*m with q in [0, max_q], computed
 // by min/max, scales rounded up so no value clips. L receives the 256 levels.
@@ -263,6 +249,20 @@ void DequantizeQ6_K(const uint8_t* p, int64_t n, float* y) {
 }
 
 }  // namespace
+
+void PackScaleMinK4(const uint8_t* ls, const uint8_t* lm, uint8_t* s) {
+  std::memset(s, 0, 12);
+  for (int j = 0; j < 8; ++j) {
+    if (j < 4) {
+      s[j] = ls[j];
+      s[j + 4] = lm[j];
+    } else {
+      s[j + 4] = static_cast<uint8_t>((ls[j] & 0xF) | ((lm[j] & 0xF) << 4));
+      s[j - 4] |= static_cast<uint8_t>((ls[j] >> 4) << 6);
+      s[j] |= static_cast<uint8_t>((lm[j] >> 4) << 6);
+    }
+  }
+}
 
 void GetScaleMinK4(int j, const uint8_t* q, uint8_t* sc, uint8_t* m) {
   if (j < 4) {

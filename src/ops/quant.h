@@ -74,5 +74,7 @@ void DequantizeRow(DType dtype, const void* in, int64_t n, float* out);
 
 // Unpacks the 6-bit scale and min of sub-block j (0..7) of a Q4_K/Q5_K block (ggml layout).
 void GetScaleMinK4(int j, const uint8_t* scales, uint8_t* sc, uint8_t* m);
+// The inverse: 8 six-bit scales ls and mins lm packed into the 12 bytes at s.
+void PackScaleMinK4(const uint8_t* ls, const uint8_t* lm, uint8_t* s);
 
 }  // namespace goose

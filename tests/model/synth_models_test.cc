@@ -134,24 +134,33 @@ TEST_P(SynthModelTest, KeepPathAndTruncateContinueBitwise) {
   CheckTruncateContinuation(m, 1, /*seed=*/14);
 }
 
-// Q8_0 weights stored as the AVX-512 kernel's tiles (what Model::Load makes on a VNNI CPU)
-// give the logits of the same file loaded as rows, for a prompt pass, single tokens and a
-// tree; and every matrix of the model is tiled (token_embd, read by rows, excepted).
-TEST(SynthModelLayoutTest, Q8TilesGiveTheLogitsOfRows) {
+// Q8_0 and Q4_K weights stored as the AVX-512 kernel's tiles (what Model::Load makes on a
+// VNNI CPU) give the logits of the same file loaded as rows, for a prompt pass, single tokens
+// and a tree; and every matrix of a tiled dtype is tiled (token_embd, read by rows, excepted).
+TEST(SynthModelLayoutTest, TilesGiveTheLogitsOfRows) {
   if (DetectCpuLevel() < CpuLevel::kAvx512 || IntKernelFor(CpuLevel::kAvx512) != 2) {
-    GTEST_SKIP() << "no AVX-512 VNNI: Q8_0 weights are never tiled here";
+    GTEST_SKIP() << "no AVX-512 VNNI: weights are never tiled here";
   }
+  for (const DType dtype : {DType::kQ8_0, DType::kQ4_K})
   for (const char* arch : {"llama", "qwen2"}) {
     SynthParams p;
     p.arch = arch;
-    p.dtype = DType::kQ8_0;
+    p.dtype = dtype;
     p.vocab_from = TinyModelPath();
     p.n_layer = 2, p.n_vocab = 640, p.context_length = 512, p.seed = 8;
-    p.n_embd = 96, p.n_head = 6, p.n_head_kv = 2, p.n_ff = 160;  // 160 rows: a partial tile
+    if (dtype == DType::kQ8_0) {
+      p.n_embd = 96, p.n_head = 6, p.n_head_kv = 2, p.n_ff = 160;  // 160 rows: a partial tile
+    } else {
+      // Q4_K needs rows of 256: n_ff 288 gives down Q5_0 rows (not tiled), 648 words a partial
+      // tile of the output matrix.
+      p.n_embd = 256, p.n_head = 8, p.n_head_kv = 2, p.n_ff = 288, p.n_vocab = 648;
+    }
     p.tied_output = std::string(arch) == "qwen2";
     const std::string path = ::testing::TempDir() + "/goose_synth_tiles_" + arch + "_" +
+                             std::string(GetDTypeInfo(dtype).name) + "_" +
                              std::to_string(::getpid()) + ".gguf";
-    ASSERT_TRUE(SynthesizeModel(p, path).ok());
+    const Status made = SynthesizeModel(p, path);
+    ASSERT_TRUE(made.ok()) << made.message();
     SetCpuLevelCap(CpuLevel::kAvx512);  // (on an AMX CPU too: the level that tiles)
     auto tiled = Model::Load(path);
     SetCpuLevelCap(CpuLevel::kAvx2);
@@ -161,11 +170,12 @@ TEST(SynthModelLayoutTest, Q8TilesGiveTheLogitsOfRows) {
     ASSERT_TRUE(tiled.ok() && rows.ok());
     const Model& mt = **tiled;
     const Model& mr = **rows;
-    EXPECT_EQ(mt.output().layout, WeightLayout::kQ8Tiles);
+    EXPECT_EQ(mt.output().layout, WeightLayout::kTiles);
     EXPECT_EQ(mt.token_embd().layout, WeightLayout::kRows);
     for (const LayerWeights& L : mt.layers()) {
+      EXPECT_EQ(L.wq.dtype, dtype);
       for (const WeightMatrix* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) {
-        EXPECT_EQ(w->layout, WeightLayout::kQ8Tiles);
+        EXPECT_EQ(w->layout, HasTiles(w->dtype) ? WeightLayout::kTiles : WeightLayout::kRows);
       }
     }
     EXPECT_EQ(mr.output().layout, WeightLayout::kRows);

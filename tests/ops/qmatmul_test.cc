@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <tuple>
 #include <vector>
 
 #include "ops/cpu_features.h"
@@ -235,13 +236,14 @@ void CheckEveryKernelBatchAndThreadCount(int rows, int cols, std::vector<int> ba
                                             x.data() + static_cast<size_t>(tok) * cols);
       }
     }
-    // Q8_0 also as tiles (WeightLayout::kQ8Tiles): every kernel reads them, natively or not.
+    // Q8_0 and Q4_K also as tiles (WeightLayout::kTiles): every kernel reads them, natively
+    // or not.
     AlignedVector<uint8_t> tiles;
     std::vector<WeightMatrix> layouts = {w};
-    if (t == DType::kQ8_0) {
-      tiles.resize(static_cast<size_t>(Q8TiledBytes(rows, cols)));
-      RepackQ8Tiles(w, tiles.data());
-      layouts.push_back({t, tiles.data(), rows, cols, WeightLayout::kQ8Tiles});
+    if (HasTiles(t)) {
+      tiles.resize(static_cast<size_t>(TiledBytes(t, rows, cols)));
+      RepackTiles(w, tiles.data());
+      layouts.push_back({t, tiles.data(), rows, cols, WeightLayout::kTiles});
     }
     for (const WeightMatrix& wl : layouts) {
       for (int k : Kernels()) {
@@ -251,7 +253,7 @@ void CheckEveryKernelBatchAndThreadCount(int rows, int cols, std::vector<int> ba
             QMatMul(wl, x.data(), n, out.data(), pool, k);
             for (size_t i = 0; i < out.size(); ++i) {
               ASSERT_EQ(std::memcmp(&out[i], &ref[i], 4), 0)
-                  << GetDTypeInfo(t).name << (wl.layout == WeightLayout::kQ8Tiles ? " tiles" : "")
+                  << GetDTypeInfo(t).name << (wl.layout == WeightLayout::kTiles ? " tiles" : "")
                   << " kernel " << k << " threads " << (pool ? pool->size() : 1) << " n " << n
                   << " token " << i / rows << " row " << i % rows << ": " << out[i] << " vs "
                   << ref[i];
@@ -263,31 +265,37 @@ void CheckEveryKernelBatchAndThreadCount(int rows, int cols, std::vector<int> ba
   }
 }
 
-// Q8_0 tiles hold exactly the rows' blocks: every row comes back byte for byte, GetRow reads
-// them as it reads rows, and an odd block count (its scales padded to 64 bytes) works in
-// QMatMul like any other.
-TEST(QMatMulTest, Q8TilesRoundTripAndMatchRows) {
+// Tiles hold exactly the rows' blocks: every row comes back byte for byte, GetRow reads them as
+// it reads rows, and odd block counts (Q8_0 scales padded to 64 bytes) and partial tiles work
+// in QMatMul like any other.
+TEST(QMatMulTest, TilesRoundTripAndMatchRows) {
   SplitMix64 rng(21);
-  for (const auto& [rows, cols] : {std::pair{37, 96}, std::pair{16, 32}, std::pair{50, 768}}) {
-    const auto q = Quantize(DType::kQ8_0, RandomRow(rng, int64_t{rows} * cols, 0.1), rows, cols);
-    const WeightMatrix w{DType::kQ8_0, q.data(), rows, cols};
-    AlignedVector<uint8_t> tiles(static_cast<size_t>(Q8TiledBytes(rows, cols)));
-    RepackQ8Tiles(w, tiles.data());
+  for (const auto& [t, rows, cols] :
+       {std::tuple{DType::kQ8_0, 37, 96}, std::tuple{DType::kQ8_0, 16, 32},
+        std::tuple{DType::kQ8_0, 50, 768}, std::tuple{DType::kQ4_K, 37, 256},
+        std::tuple{DType::kQ4_K, 16, 512}, std::tuple{DType::kQ4_K, 50, 768}}) {
+    const auto q = Quantize(t, RandomRow(rng, int64_t{rows} * cols, 0.1), rows, cols);
+    const WeightMatrix w{t, q.data(), rows, cols};
+    const std::string what = std::string(GetDTypeInfo(t).name) + " " + std::to_string(rows) +
+                             "x" + std::to_string(cols);
+    AlignedVector<uint8_t> tiles(static_cast<size_t>(TiledBytes(t, rows, cols)));
+    RepackTiles(w, tiles.data());
     // The scalar repack (below AVX-512) writes the same bytes as the vectorized one.
     AlignedVector<uint8_t> scalar(tiles.size(), 0xAA);
     SetCpuLevelCap(CpuLevel::kAvx2);
-    RepackQ8Tiles(w, scalar.data());
+    RepackTiles(w, scalar.data());
     SetCpuLevelCap(kMaxCpuLevel);
-    ASSERT_EQ(std::memcmp(scalar.data(), tiles.data(), tiles.size()), 0) << rows << "x" << cols;
-    const WeightMatrix wt{DType::kQ8_0, tiles.data(), rows, cols, WeightLayout::kQ8Tiles};
+    ASSERT_EQ(std::memcmp(scalar.data(), tiles.data(), tiles.size()), 0) << what;
+    const WeightMatrix wt{t, tiles.data(), rows, cols, WeightLayout::kTiles};
     std::vector<uint8_t> row(static_cast<size_t>(w.row_bytes()));
     std::vector<float> a(cols), b(cols);
     for (int r = 0; r < rows; ++r) {
-      Q8TiledRow(wt, r, row.data());
-      ASSERT_EQ(std::memcmp(row.data(), q.data() + r * w.row_bytes(), row.size()), 0) << r;
+      TiledRow(wt, r, row.data());
+      ASSERT_EQ(std::memcmp(row.data(), q.data() + r * w.row_bytes(), row.size()), 0)
+          << what << " row " << r;
       GetRow(w, r, a.data());
       GetRow(wt, r, b.data());
-      ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0) << r;
+      ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0) << what << " row " << r;
     }
     ThreadPool pool(2);
     for (int n : {1, 4, 9, 33}) {
@@ -297,7 +305,7 @@ TEST(QMatMulTest, Q8TilesRoundTripAndMatchRows) {
         QMatMul(w, x.data(), n, want.data(), &pool, k);
         QMatMul(wt, x.data(), n, got.data(), &pool, k);
         ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size() * 4), 0)
-            << rows << "x" << cols << " kernel " << k << " n " << n;
+            << what << " kernel " << k << " n " << n;
       }
     }
   }
@@ -397,9 +405,9 @@ TEST(QMatMulTest, MatMulSharedOfMixedDtypesEqualsMatMul) {
   const WeightMatrix a{DType::kQ8_0, q8a.data(), rows, cols};
   const WeightMatrix b{DType::kQ6_K, q6.data(), rows, cols};
   // (c as tiles: a Q8_0 matrix of another layout than a runs on its own.)
-  AlignedVector<uint8_t> tiles(static_cast<size_t>(Q8TiledBytes(40, cols)));
-  RepackQ8Tiles({DType::kQ8_0, q8b.data(), 40, cols}, tiles.data());
-  const WeightMatrix c{DType::kQ8_0, tiles.data(), 40, cols, WeightLayout::kQ8Tiles};
+  AlignedVector<uint8_t> tiles(static_cast<size_t>(TiledBytes(DType::kQ8_0, 40, cols)));
+  RepackTiles({DType::kQ8_0, q8b.data(), 40, cols}, tiles.data());
+  const WeightMatrix c{DType::kQ8_0, tiles.data(), 40, cols, WeightLayout::kTiles};
   const WeightMatrix d{DType::kF32, f32.data(), rows, cols};
   const WeightMatrix* ws[] = {&a, &b, &c, &d};
   ThreadPool pool(2);
