@@ -8,10 +8,10 @@
 //
 // Q8_0 and Q4_K weights stored as tiles (WeightLayout::kTiles: the AVX-512 IR, Q4_K's levels
 // still as nibbles, made at load time) are read in place by every batch size. For row-major
-// weights and a few tokens (decode) on
-// AVX-512 the unpack is most of the work, so full tiles of Q8_0, Q4_0, Q5_0, Q4_K and Q6_K are
-// read straight from the blocks instead ("direct" kernels): integer row sums are folded into
-// the same lane layout, and the float code is the tile kernel's.
+// weights and a few tokens (decode) on AVX-512 the unpack is most of the work, so full tiles
+// of Q8_0, Q4_0, Q5_0, Q4_K and Q6_K are read straight from the blocks instead ("direct"
+// kernels): integer row sums are folded into the same lane layout, and the float code is the
+// tile kernel's.
 #include "ops/qmatmul.h"
 
 #include <immintrin.h>
@@ -542,6 +542,8 @@ void KernelBlocks32T(const Blocks32& t, const Fmt& f, int cols, const Act& a, in
   for (int j = 0; j < NT; ++j) acc[j] = _mm512_setzero_ps();
   const __m512i* q = reinterpret_cast<const __m512i*>(t.levels);
   for (int b = 0; b < nsb; ++b) {
+    // (One token: the next tile into L1, as the direct kernels do. Measured on Q4_K tiles,
+    // 8192x2048 from DRAM, 2 threads: 0.158 ms against 0.275 into L2.)
     if (pf != nullptr) qmm::PrefetchRange<NT == 1>(pf, b * pf_step, (b + 1) * pf_step);
     __m512i s[NT];
 #pragma GCC unroll 8
@@ -624,6 +626,7 @@ void KernelSuperBlocksT(const KTile& t, const Fmt& f, int cols, const Act& a, in
   constexpr int kpg = G / 4;
   const __m512i lo16 = _mm512_set1_epi32(0xFFFF);
   for (int b = 0; b < nsb; ++b) {
+    // (One token: into L1, as in KernelBlocks32T.)
     if (pf != nullptr) qmm::PrefetchRange<NT == 1>(pf, b * pf_step, (b + 1) * pf_step);
     __m512i i1[NT], i2[NT];
 #pragma GCC unroll 8
