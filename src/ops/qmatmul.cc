@@ -69,6 +69,8 @@ int64_t Q8TileBytes(int64_t cols) { return Q8ScaleBytes(cols) + 512 * (cols / 32
 // A Q4_K tile's super-block (qmatmul.h): d, dmin, sc, m, then the level vectors.
 constexpr int kQ4KTileSbBytes = 2368;
 constexpr int kQ4KDmin = 32, kQ4KSc = 64, kQ4KMin = 192, kQ4KLevels = 320;
+// A Q4_0 / Q5_0 tile's block of 32 columns (qmatmul.h): scales, nibbles (and bit-4 masks).
+constexpr int kQ4_0TileBlockBytes = 288, kQ5_0TileBlockBytes = 352;
 
 // One token's activations, quantized (batch-invariant: depends on this row only).
 void QuantizeAct(const float* x, int cols, const Fmt& f, int8_t* q, float* dx, int32_t* bs) {
@@ -503,13 +505,37 @@ inline void StoreRows(__m512 v, int nr, float* out) {
 struct TileView {
   const uint8_t* levels;
   const float* d;
+  __m512i Levels(int b, int k) const { return _mm512_loadu_si512(levels + 512 * b + 64 * k); }
   __m512 Scales(int b) const { return _mm512_loadu_ps(d + 16 * b); }
 };
 struct Q8TileView {
   const uint8_t* levels;
   const uint16_t* dh;
+  __m512i Levels(int b, int k) const { return _mm512_loadu_si512(levels + 512 * b + 64 * k); }
   __m512 Scales(int b) const {
     return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(dh + 16 * b)));
+  }
+};
+// Q4_0 / Q5_0 weights stored as tiles (qmatmul.h), read in place: per block the f16 scales,
+// 4 vectors of nibbles (IR vector k < 4 in the low ones of vector k, k >= 4 in the high ones
+// of vector k - 4) and, for Q5_0, 8 masks of the levels' bit 4 (IR vector k's 64 bytes).
+struct Q45TileView {
+  const uint8_t* tile;
+  int block_bytes;  // kQ4_0TileBlockBytes or kQ5_0TileBlockBytes
+  __m512i Levels(int b, int k) const {
+    const uint8_t* blk = tile + static_cast<size_t>(b) * block_bytes;
+    const __m512i v = _mm512_loadu_si512(blk + 32 + 64 * (k % 4));
+    __m512i l = _mm512_and_si512(k < 4 ? v : _mm512_srli_epi16(v, 4), _mm512_set1_epi8(0x0F));
+    if (block_bytes == kQ5_0TileBlockBytes) {
+      uint64_t m;
+      std::memcpy(&m, blk + 288 + 8 * k, 8);
+      l = _mm512_or_si512(l, _mm512_maskz_mov_epi8(m, _mm512_set1_epi8(0x10)));
+    }
+    return l;
+  }
+  __m512 Scales(int b) const {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(
+        reinterpret_cast<const __m256i*>(tile + static_cast<size_t>(b) * block_bytes)));
   }
 };
 
@@ -540,7 +566,6 @@ void KernelBlocks32T(const Blocks32& t, const Fmt& f, int cols, const Act& a, in
   __m512 acc[NT];
 #pragma GCC unroll 8
   for (int j = 0; j < NT; ++j) acc[j] = _mm512_setzero_ps();
-  const __m512i* q = reinterpret_cast<const __m512i*>(t.levels);
   for (int b = 0; b < nsb; ++b) {
     // (One token: the next tile into L1, as the direct kernels do. Measured on Q4_K tiles,
     // 8192x2048 from DRAM, 2 threads: 0.158 ms against 0.275 into L2.)
@@ -550,7 +575,7 @@ void KernelBlocks32T(const Blocks32& t, const Fmt& f, int cols, const Act& a, in
     for (int j = 0; j < NT; ++j) s[j] = _mm512_setzero_si512();
 #pragma GCC unroll 8
     for (int k = 0; k < 8; ++k) {
-      const __m512i wv = _mm512_loadu_si512(q + b * 8 + k);
+      const __m512i wv = t.Levels(b, k);
 #pragma GCC unroll 8
       for (int j = 0; j < NT; ++j) {
         s[j] = _mm512_dpbusd_epi32(s[j], wv, _mm512_set1_epi32(Load32(xq[j] + b * 32 + 4 * k)));
@@ -1046,8 +1071,6 @@ void KernelAvx512Pair(const Blocks32& t0, const Blocks32& t1, const Fmt& f, int 
   __m512 acc[2][NT];
 #pragma GCC unroll 8
   for (int j = 0; j < NT; ++j) acc[0][j] = acc[1][j] = _mm512_setzero_ps();
-  const __m512i* q0 = reinterpret_cast<const __m512i*>(t0.levels);
-  const __m512i* q1 = reinterpret_cast<const __m512i*>(t1.levels);
   for (int b = 0; b < nsb; ++b) {
     if (pf != nullptr) qmm::PrefetchRange<false>(pf, b * pf_step, (b + 1) * pf_step);
     __m512i s[2][NT];
@@ -1055,8 +1078,7 @@ void KernelAvx512Pair(const Blocks32& t0, const Blocks32& t1, const Fmt& f, int 
     for (int j = 0; j < NT; ++j) s[0][j] = s[1][j] = _mm512_setzero_si512();
 #pragma GCC unroll 8
     for (int k = 0; k < 8; ++k) {
-      const __m512i w0 = _mm512_loadu_si512(q0 + b * 8 + k);
-      const __m512i w1 = _mm512_loadu_si512(q1 + b * 8 + k);
+      const __m512i w0 = t0.Levels(b, k), w1 = t1.Levels(b, k);
 #pragma GCC unroll 8
       for (int j = 0; j < NT; ++j) {
         const __m512i xv = _mm512_set1_epi32(Load32(xq + j * cols + b * 32 + 4 * k));
@@ -1154,9 +1176,15 @@ void KernelAvx512(const Tile& t, const Fmt& f, int cols, const Act& a, int n_tok
 // From this many tokens on, pairs of tiles beat single tiles (KernelAvx512Pair).
 constexpr int kMinPairTokens = 8;
 
-// Up to this many tokens a Q4_K tile is read in place (nibbles unpacked per token group);
-// beyond, unpacked once per pass into a plain tile.
-constexpr int kMaxQ4KInPlaceTokens = 8;
+// Up to this many tokens Q4_K, Q4_0 and Q5_0 tiles are read in place (nibbles unpacked per
+// token group); beyond, unpacked once per pass into a plain tile. Measured from DRAM, 2
+// threads (4864x896; Q4_K 8192x2048): Q4_0 in place at every size (16 tokens 0.129 ms vs
+// 0.157 unpacked); Q4_K in place 0.55 vs 0.65 at 16, within noise from 24 on; Q5_0, whose
+// bit-4 masks cost a few more operations per weight vector, unpacked from 12 (0.12 vs 0.14).
+int MaxInPlaceTokens(DType t) {
+  if (t == DType::kQ4_0) return 1 << 30;
+  return t == DType::kQ4_K ? 16 : 8;
+}
 
 // A Q4_K tile (kTiles) as PackTileAvx512 would have made it from the rows: levels as bytes,
 // scales as int32, d and dmin as f32.
@@ -1177,6 +1205,17 @@ void UnpackQ4KTile(const Q4KTileView& v, int cols, Tile* t) {
   }
 }
 
+// A Q4_0 / Q5_0 tile (kTiles) as PackTileAvx512 would have made it from the rows.
+void UnpackQ45Tile(const Q45TileView& v, int cols, Tile* t) {
+  t->Resize(cols, GetFmt(DType::kQ4_0), 16);
+  __m512i* q = reinterpret_cast<__m512i*>(t->q.data());
+  for (int b = 0; b < cols / 32; ++b) {
+    _mm512_storeu_ps(&t->d[b * 16], v.Scales(b));
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; ++k) _mm512_storeu_si512(q + b * 8 + k, v.Levels(b, k));
+  }
+}
+
 // Tiles [tile0, tile1) of a kTiles matrix for every token, read in place (no transpose, no
 // copy: the layout is the kernels' own). follow: as RunTiles'.
 void RunTiled(const WeightMatrix& wm, const Fmt& f, const Act& a, int n_tok, float* out,
@@ -1194,7 +1233,7 @@ void RunTiled(const WeightMatrix& wm, const Fmt& f, const Act& a, int n_tok, flo
       const int64_t r0 = ti * 16;
       const int nr = static_cast<int>(std::min<int64_t>(16, wm.rows - r0));
       const Q4KTileView v{base + ti * tb};
-      if (n_tok > kMaxQ4KInPlaceTokens) {
+      if (n_tok > MaxInPlaceTokens(wm.dtype)) {
         // Many tokens: the nibbles and byte scales once into a plain tile (sequential work,
         // no transposes), then the kernel without per-token-group unpacking.
         UnpackQ4KTile(v, cols, &unpacked);
@@ -1209,22 +1248,36 @@ void RunTiled(const WeightMatrix& wm, const Fmt& f, const Act& a, int n_tok, flo
     }
     return;
   }
-  const int64_t level_offset = Q8ScaleBytes(cols);
-  auto view = [&](int64_t t) {
-    const uint8_t* p = base + t * tb;
-    return Q8TileView{p + level_offset, reinterpret_cast<const uint16_t*>(p)};
-  };
-  for (int64_t ti = tile0; ti < tile1; ++ti) {
-    const int64_t r0 = ti * 16;
-    if (n_tok >= kMinPairTokens && ti + 1 < tile1 && r0 + 32 <= wm.rows) {
-      KernelAvx512Pairs(view(ti), view(ti + 1), f, cols, a, n_tok, out + r0, wm.rows,
-                        ahead(ti + 1), 2 * tb);
-      ++ti;
-      continue;
+  // Blocks of 32: view(t, slot) is tile t's view (slot 0 or 1: the two tiles of a pair).
+  auto blocks32 = [&](auto view) {
+    for (int64_t ti = tile0; ti < tile1; ++ti) {
+      const int64_t r0 = ti * 16;
+      if (n_tok >= kMinPairTokens && ti + 1 < tile1 && r0 + 32 <= wm.rows) {
+        KernelAvx512Pairs(view(ti, 0), view(ti + 1, 1), f, cols, a, n_tok, out + r0, wm.rows,
+                          ahead(ti + 1), 2 * tb);
+        ++ti;
+        continue;
+      }
+      const int nr = static_cast<int>(std::min<int64_t>(16, wm.rows - r0));
+      KernelBlocks32(view(ti, 0), f, cols, a, n_tok, out + r0, wm.rows, nr, ahead(ti), tb);
     }
-    const int nr = static_cast<int>(std::min<int64_t>(16, wm.rows - r0));
-    KernelBlocks32(view(ti), f, cols, a, n_tok, out + r0, wm.rows, nr, ahead(ti), tb);
+  };
+  if (wm.dtype == DType::kQ8_0) {
+    const int64_t level_offset = Q8ScaleBytes(cols);
+    return blocks32([&](int64_t t, int) {
+      const uint8_t* p = base + t * tb;
+      return Q8TileView{p + level_offset, reinterpret_cast<const uint16_t*>(p)};
+    });
   }
+  const int block_bytes = static_cast<int>(TileBytes(wm.dtype, 32));
+  if (n_tok <= MaxInPlaceTokens(wm.dtype)) {
+    return blocks32([&](int64_t t, int) { return Q45TileView{base + t * tb, block_bytes}; });
+  }
+  thread_local Tile unpacked[2];
+  blocks32([&](int64_t t, int slot) {
+    UnpackQ45Tile(Q45TileView{base + t * tb, block_bytes}, cols, &unpacked[slot]);
+    return OfTile(unpacked[slot]);
+  });
 }
 
 // ---- Direct (row-major) AVX-512 kernel for a few tokens. ----
@@ -1796,11 +1849,18 @@ void QMatMulShared(const WeightMatrix* const* ws, int n_w, const float* x, int n
   });
 }
 
-bool HasTiles(DType t) { return t == DType::kQ8_0 || t == DType::kQ4_K; }
+bool HasTiles(DType t) {
+  return t == DType::kQ8_0 || t == DType::kQ4_K || t == DType::kQ4_0 || t == DType::kQ5_0;
+}
 
 int64_t TileBytes(DType t, int64_t cols) {
   GOOSE_CHECK(HasTiles(t));
-  return t == DType::kQ8_0 ? Q8TileBytes(cols) : kQ4KTileSbBytes * (cols / 256);
+  switch (t) {
+    case DType::kQ8_0: return Q8TileBytes(cols);
+    case DType::kQ4_K: return kQ4KTileSbBytes * (cols / 256);
+    case DType::kQ4_0: return kQ4_0TileBlockBytes * (cols / 32);
+    default: return kQ5_0TileBlockBytes * (cols / 32);
+  }
 }
 
 int64_t TiledBytes(DType t, int64_t rows, int64_t cols) {
@@ -1847,6 +1907,32 @@ void MoveRow(const WeightMatrix& w, const TileSlot& slot, uint8_t* row, bool to_
     }
     return;
   }
+  if (w.dtype == DType::kQ4_0 || w.dtype == DType::kQ5_0) {
+    const bool five = w.dtype == DType::kQ5_0;
+    const int bb = five ? 22 : 18, qs = five ? 6 : 2;
+    const int tbb = five ? kQ5_0TileBlockBytes : kQ4_0TileBlockBytes;
+    for (int64_t b = 0; b < w.cols / 32; ++b) {
+      uint8_t* blk = row + b * bb;
+      uint8_t* t = slot.tile + b * tbb;
+      move(t + 2 * slot.lane, blk, 2);
+      for (int m = 0; m < 4; ++m) move(t + 32 + 64 * m + 4 * slot.lane, blk + qs + 4 * m, 4);
+      if (!five) continue;
+      // Mask k, bits 4r .. 4r + 3 = qh bits 4k .. 4k + 3 of row r: a nibble of byte r / 2.
+      uint32_t qh = 0;
+      if (!to_row) std::memcpy(&qh, blk + 2, 4);
+      const int shift = 4 * (slot.lane % 2);
+      for (int k = 0; k < 8; ++k) {
+        uint8_t& byte = t[288 + 8 * k + slot.lane / 2];
+        if (to_row) {
+          qh |= static_cast<uint32_t>((byte >> shift) & 0xF) << (4 * k);
+        } else {
+          byte = static_cast<uint8_t>(byte | ((qh >> (4 * k)) & 0xF) << shift);
+        }
+      }
+      if (to_row) std::memcpy(blk + 2, &qh, 4);
+    }
+    return;
+  }
   for (int64_t b = 0; b < w.cols / 256; ++b) {
     uint8_t* blk = row + b * 144;
     move(slot.q4k(b, 2 * slot.lane), blk, 2);
@@ -1874,12 +1960,13 @@ void RepackTiles(const WeightMatrix& w, uint8_t* out) {
   for (int64_t r0 = 0; r0 < w.rows; r0 += 16) {
     const uint8_t* src = static_cast<const uint8_t*>(w.data) + r0 * rb;
     uint8_t* tile = out + r0 / 16 * tb;
-    if (avx512 && r0 + 16 <= w.rows) {  // a full tile: 16 rows transposed at once
-      if (w.dtype == DType::kQ8_0) {
-        PackQ8TileAvx512(src, rb, static_cast<int>(w.cols / 32), tile);
-      } else {
-        PackQ4KTileAvx512(src, rb, static_cast<int>(w.cols / 256), tile);
-      }
+    // A full Q8_0 or Q4_K tile: 16 rows transposed at once. (Q4_0 / Q5_0 go row by row.)
+    if (avx512 && r0 + 16 <= w.rows && w.dtype == DType::kQ8_0) {
+      PackQ8TileAvx512(src, rb, static_cast<int>(w.cols / 32), tile);
+      continue;
+    }
+    if (avx512 && r0 + 16 <= w.rows && w.dtype == DType::kQ4_K) {
+      PackQ4KTileAvx512(src, rb, static_cast<int>(w.cols / 256), tile);
       continue;
     }
     std::memset(tile, 0, static_cast<size_t>(tb));  // (rows past the last stay zero)

@@ -44,7 +44,7 @@ void QMatMul(const WeightMatrix& w, const float* x, int n_tokens, float* out, Th
 void QMatMulShared(const WeightMatrix* const* w, int n_w, const float* x, int n_tokens,
                    float* const* out, ThreadPool* pool, int kernel);
 
-// Tiles (WeightLayout::kTiles), for Q8_0 and Q4_K: tile t (rows 16t .. 16t + 15) at
+// Tiles (WeightLayout::kTiles), for Q8_0, Q4_K, Q4_0 and Q5_0: tile t (rows 16t .. 16t + 15) at
 // t * TileBytes(dtype, cols) in the AVX-512 kernel's lane layout, read in place by that kernel
 // (the other kernels rebuild rows from them, TiledRow). The same size as the rows, give or take
 // padding; rows past the last one are zero.
@@ -55,6 +55,9 @@ void QMatMulShared(const WeightMatrix* const* w, int n_w, const float* x, int n_
 //   sc [8][16] and mins m [8][16] as bytes, then 32 vectors of 64 bytes, vector 8j + k = bytes
 //   32j + 4k .. 32j + 4k + 3 of each row's qs (low nibbles: levels 4k .. 4k+3 of group 2j,
 //   high nibbles: of group 2j + 1).
+// - Q4_0 / Q5_0, per block of 32 columns (288 / 352 bytes): f16 d [16], 4 vectors of 64 bytes,
+//   vector m = qs bytes 4m .. 4m+3 of each row (low nibbles: levels 4m .., high: 16 + 4m ..),
+//   then for Q5_0 8 masks of 64 bits, mask k bit 4r + i = bit 4 of row r's level 4k + i.
 bool HasTiles(DType t);
 int64_t TileBytes(DType t, int64_t cols);
 int64_t TiledBytes(DType t, int64_t rows, int64_t cols);

@@ -236,8 +236,8 @@ void CheckEveryKernelBatchAndThreadCount(int rows, int cols, std::vector<int> ba
                                             x.data() + static_cast<size_t>(tok) * cols);
       }
     }
-    // Q8_0 and Q4_K also as tiles (WeightLayout::kTiles): every kernel reads them, natively
-    // or not.
+    // Q8_0, Q4_K, Q4_0 and Q5_0 also as tiles (WeightLayout::kTiles): every kernel reads
+    // them, natively or not.
     AlignedVector<uint8_t> tiles;
     std::vector<WeightMatrix> layouts = {w};
     if (HasTiles(t)) {
@@ -273,7 +273,9 @@ TEST(QMatMulTest, TilesRoundTripAndMatchRows) {
   for (const auto& [t, rows, cols] :
        {std::tuple{DType::kQ8_0, 37, 96}, std::tuple{DType::kQ8_0, 16, 32},
         std::tuple{DType::kQ8_0, 50, 768}, std::tuple{DType::kQ4_K, 37, 256},
-        std::tuple{DType::kQ4_K, 16, 512}, std::tuple{DType::kQ4_K, 50, 768}}) {
+        std::tuple{DType::kQ4_K, 16, 512}, std::tuple{DType::kQ4_K, 50, 768},
+        std::tuple{DType::kQ4_0, 37, 96}, std::tuple{DType::kQ4_0, 16, 64},
+        std::tuple{DType::kQ5_0, 37, 96}, std::tuple{DType::kQ5_0, 50, 768}}) {
     const auto q = Quantize(t, RandomRow(rng, int64_t{rows} * cols, 0.1), rows, cols);
     const WeightMatrix w{t, q.data(), rows, cols};
     const std::string what = std::string(GetDTypeInfo(t).name) + " " + std::to_string(rows) +
