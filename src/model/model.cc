@@ -139,7 +139,9 @@ uint64_t ForwardScratchBytes(const LlamaConfig& config, int n_batch) {
 
 void Model::TileMatrices() {
   if (IntKernelFor(ActiveCpuLevel()) != 2) return;
-  // (token_embd_ stays as it is even when output_ shares its data: GetRow reads single rows.)
+  // A tied output head shares token_embd's data: the embedding then reads its rows from the
+  // output's tiles too (GetRow rebuilds a row), so that the file's copy can go as well.
+  const bool tied = token_embd_.data == output_.data;
   std::vector<WeightMatrix*> ms = {&output_};
   for (LayerWeights& L : layers_) {
     for (WeightMatrix* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) {
@@ -163,6 +165,7 @@ void Model::TileMatrices() {
     w->layout = WeightLayout::kTiles;
     at += TiledBytes(w->dtype, w->rows, w->cols);
   }
+  if (tied && output_.layout == WeightLayout::kTiles) token_embd_ = output_;
 }
 
 StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& path) {
