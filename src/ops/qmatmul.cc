@@ -886,6 +886,32 @@ void PackQ4KTileAvx512(const uint8_t* src, int64_t rb, int nsb, uint8_t* tile) {
   }
 }
 
+// A full Q4_0 / Q5_0 tile of RepackTiles from the 16 rows at src: the same bytes as its
+// per-row moves (d as f16 bits; each row's 4-bit qh slices paired into mask bytes).
+void PackQ45TileAvx512(const uint8_t* src, int64_t rb, int nsb, bool five, uint8_t* tile) {
+  const int bb = five ? 22 : 18, qs = five ? 6 : 2;
+  const int tbb = five ? kQ5_0TileBlockBytes : kQ4_0TileBlockBytes;
+  const __m128i lo_hi = _mm_set1_epi16(0x1001);  // byte pairs (a, b) -> a + 16 b
+  for (int b = 0; b < nsb; ++b) {
+    const uint8_t* blk = src + b * bb;
+    uint8_t* t = tile + static_cast<size_t>(b) * tbb;
+    for (int r = 0; r < 16; ++r) std::memcpy(t + 2 * r, blk + r * rb, 2);
+    __m512i o[4];
+    qmm::Transpose16x4(blk + qs, rb, o);
+    for (int m = 0; m < 4; ++m) _mm512_storeu_si512(t + 32 + 64 * m, o[m]);
+    if (!five) continue;
+    int32_t h[16];
+    for (int r = 0; r < 16; ++r) std::memcpy(&h[r], blk + 2 + r * rb, 4);
+    const __m512i qh = _mm512_loadu_si512(h);
+    for (int k = 0; k < 8; ++k) {  // row r's bits 4k .. 4k+3 -> nibble r % 2 of byte r / 2
+      const __m512i nib = _mm512_and_si512(_mm512_srli_epi32(qh, 4 * k), _mm512_set1_epi32(15));
+      const __m128i pairs = _mm_maddubs_epi16(_mm512_cvtepi32_epi8(nib), lo_hi);
+      _mm_storel_epi64(reinterpret_cast<__m128i*>(t + 288 + 8 * k),
+                       _mm_packus_epi16(pairs, pairs));
+    }
+  }
+}
+
 // Full 16-row tiles of the integer formats: Q8_0, Q4_0, Q5_0, Q4_K and Q6_K straight from the
 // blocks, Q5_K through UnpackTile. Returns false if not handled (partial tiles, tiled
 // weights, float dtypes): the caller uses the generic PackTile.
@@ -1960,13 +1986,15 @@ void RepackTiles(const WeightMatrix& w, uint8_t* out) {
   for (int64_t r0 = 0; r0 < w.rows; r0 += 16) {
     const uint8_t* src = static_cast<const uint8_t*>(w.data) + r0 * rb;
     uint8_t* tile = out + r0 / 16 * tb;
-    // A full Q8_0 or Q4_K tile: 16 rows transposed at once. (Q4_0 / Q5_0 go row by row.)
-    if (avx512 && r0 + 16 <= w.rows && w.dtype == DType::kQ8_0) {
-      PackQ8TileAvx512(src, rb, static_cast<int>(w.cols / 32), tile);
-      continue;
-    }
-    if (avx512 && r0 + 16 <= w.rows && w.dtype == DType::kQ4_K) {
-      PackQ4KTileAvx512(src, rb, static_cast<int>(w.cols / 256), tile);
+    if (avx512 && r0 + 16 <= w.rows) {  // a full tile: 16 rows transposed at once
+      if (w.dtype == DType::kQ8_0) {
+        PackQ8TileAvx512(src, rb, static_cast<int>(w.cols / 32), tile);
+      } else if (w.dtype == DType::kQ4_K) {
+        PackQ4KTileAvx512(src, rb, static_cast<int>(w.cols / 256), tile);
+      } else {
+        PackQ45TileAvx512(src, rb, static_cast<int>(w.cols / 32), w.dtype == DType::kQ5_0,
+                          tile);
+      }
       continue;
     }
     std::memset(tile, 0, static_cast<size_t>(tb));  // (rows past the last stay zero)
