@@ -486,6 +486,69 @@ void KernelAvx2(const Tile& t, const Fmt& f, int cols, const Act& a, int n_tok, 
   for (; tok < n_tok; ++tok) KernelAvx2T<1>(t, f, cols, a, tok, out, out_stride, nr);
 }
 
+// Direct AVX2 Q8_0 kernel for a few tokens: 8 full rows straight from the blocks (no gathered
+// tile), each row's 32 products by the signed maddubs form, the 8 rows' partial sums folded by
+// a hadd tree into one vector in row order - KernelAvx2T's lane layout and integers - and then
+// its float code. Measured from DRAM, 2 threads, 8192x2048: 1 token 2.39 -> 0.34 ms (7 -> 40
+// GB/s; the tile path gathers its rows), 4 tokens 2.56 -> 0.90, 16 tokens 3.9 -> 3.3.
+// pf: the next 8 rows, prefetched a slice per block, or null.
+template <int NT>
+void DirectQ8_0Avx2(const uint8_t* base, int64_t rb, int cols, const Act& a, int tok0,
+                    const uint8_t* pf, float* out, int64_t out_stride) {
+  const int nsb = cols / 32;
+  const int64_t pf_step = (8 * rb + nsb - 1) / nsb;
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc[NT];
+  for (int j = 0; j < NT; ++j) acc[j] = _mm256_setzero_ps();
+  for (int b = 0; b < nsb; ++b) {
+    if (pf != nullptr) qmm::PrefetchRange<true>(pf, b * pf_step, (b + 1) * pf_step);
+    const uint8_t* blk = base + b * 34;
+    uint16_t dh[8];
+    for (int r = 0; r < 8; ++r) std::memcpy(&dh[r], blk + r * rb, 2);
+    const __m256 dv = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(dh)));
+    __m256i xv[NT], s[NT][8];
+    for (int j = 0; j < NT; ++j) {
+      xv[j] = _mm256_loadu_si256(
+          reinterpret_cast<const __m256i*>(a.q.data() + static_cast<size_t>(tok0 + j) * cols +
+                                           b * 32));
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < 8; ++r) {
+      const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + r * rb + 2));
+      const __m256i aw = _mm256_abs_epi8(w);
+      for (int j = 0; j < NT; ++j) {
+        s[j][r] = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(xv[j], w)), ones);
+      }
+    }
+    for (int j = 0; j < NT; ++j) {
+      const __m256i t0 = _mm256_hadd_epi32(s[j][0], s[j][1]);
+      const __m256i t1 = _mm256_hadd_epi32(s[j][2], s[j][3]);
+      const __m256i t2 = _mm256_hadd_epi32(s[j][4], s[j][5]);
+      const __m256i t3 = _mm256_hadd_epi32(s[j][6], s[j][7]);
+      const __m256i u0 = _mm256_hadd_epi32(t0, t1), u1 = _mm256_hadd_epi32(t2, t3);
+      // u0: rows 0-3 of the low 128-bit halves, then of the high ones; u1 the same for 4-7.
+      const __m256i i = _mm256_add_epi32(_mm256_permute2x128_si256(u0, u1, 0x20),
+                                         _mm256_permute2x128_si256(u0, u1, 0x31));
+      const float dx = a.dx[static_cast<size_t>(tok0 + j) * nsb + b];
+      const __m256 dd = _mm256_mul_ps(dv, _mm256_set1_ps(dx));
+      acc[j] = _mm256_add_ps(acc[j], _mm256_mul_ps(dd, _mm256_cvtepi32_ps(i)));
+    }
+  }
+  for (int j = 0; j < NT; ++j) _mm256_storeu_ps(out + (tok0 + j) * out_stride, acc[j]);
+}
+
+// The 8 rows at r0 (a full AVX2 tile) of a Q8_0 matrix for n_tok <= kMaxDirectAvx2Tokens.
+constexpr int kMaxDirectAvx2Tokens = 16;
+void RunDirectAvx2(const WeightMatrix& wm, int64_t r0, const Act& a, int n_tok,
+                   const uint8_t* pf, float* out) {
+  const int64_t rb = wm.row_bytes();
+  const uint8_t* base = static_cast<const uint8_t*>(wm.data) + r0 * rb;
+  const int cols = static_cast<int>(wm.cols);
+  int tok = 0;
+  for (; tok + 2 <= n_tok; tok += 2) DirectQ8_0Avx2<2>(base, rb, cols, a, tok, pf, out, wm.rows);
+  if (tok < n_tok) DirectQ8_0Avx2<1>(base, rb, cols, a, tok, pf, out, wm.rows);
+}
+
 }  // namespace
 #pragma GCC pop_options
 
@@ -1712,6 +1775,8 @@ void RunTiles(const WeightMatrix& wm, const Fmt& f, const Act& a, const qmm::Amx
   // Pairs of full tiles share the activation loads (KernelAvx512Pair).
   const bool pairs = kernel == 2 && !f.k && n_tok >= kMinPairTokens;
   const bool direct = kernel >= 2 && n_tok <= DirectMaxTok(wm.dtype, kernel);
+  const bool direct_avx2 = kernel == 1 && wm.dtype == DType::kQ8_0 &&
+                           wm.layout == WeightLayout::kRows && n_tok <= kMaxDirectAvx2Tokens;
   // The rows of the tile after ti in this thread's order, to prefetch: while it is full and
   // its rows are short (else null).
   const bool prefetch = wm.row_bytes() <= qmm::MaxPrefetchRowBytes();
@@ -1729,6 +1794,10 @@ void RunTiles(const WeightMatrix& wm, const Fmt& f, const Act& a, const qmm::Amx
     if (direct && nr == 16) {
       // One tile ahead measured best here: two tiles plus the current one overflow L1.
       RunDirect(wm, r0, a, n_tok, ahead(ti), out + r0);
+      continue;
+    }
+    if (direct_avx2 && nr == 8) {
+      RunDirectAvx2(wm, r0, a, n_tok, ahead(ti), out + r0);
       continue;
     }
     if (amx != nullptr && nr == 16) {
