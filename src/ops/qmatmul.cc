@@ -486,6 +486,16 @@ void KernelAvx2(const Tile& t, const Fmt& f, int cols, const Act& a, int n_tok, 
   for (; tok < n_tok; ++tok) KernelAvx2T<1>(t, f, cols, a, tok, out, out_stride, nr);
 }
 
+// 8 rows' hadd tree: z[r] = 8 partial sums of row r -> the 8 row totals in row order.
+inline __m256i Reduce8Rows(const __m256i* z) {
+  const __m256i t0 = _mm256_hadd_epi32(z[0], z[1]), t1 = _mm256_hadd_epi32(z[2], z[3]);
+  const __m256i t2 = _mm256_hadd_epi32(z[4], z[5]), t3 = _mm256_hadd_epi32(z[6], z[7]);
+  const __m256i u0 = _mm256_hadd_epi32(t0, t1), u1 = _mm256_hadd_epi32(t2, t3);
+  // u0: rows 0-3 of the low 128-bit halves, then of the high ones; u1 the same for 4-7.
+  return _mm256_add_epi32(_mm256_permute2x128_si256(u0, u1, 0x20),
+                          _mm256_permute2x128_si256(u0, u1, 0x31));
+}
+
 // Direct AVX2 Q8_0 kernel for a few tokens: 8 full rows straight from the blocks (no gathered
 // tile), each row's 32 products by the signed maddubs form, the 8 rows' partial sums folded by
 // a hadd tree into one vector in row order - KernelAvx2T's lane layout and integers - and then
@@ -521,14 +531,7 @@ void DirectQ8_0Avx2(const uint8_t* base, int64_t rb, int cols, const Act& a, int
       }
     }
     for (int j = 0; j < NT; ++j) {
-      const __m256i t0 = _mm256_hadd_epi32(s[j][0], s[j][1]);
-      const __m256i t1 = _mm256_hadd_epi32(s[j][2], s[j][3]);
-      const __m256i t2 = _mm256_hadd_epi32(s[j][4], s[j][5]);
-      const __m256i t3 = _mm256_hadd_epi32(s[j][6], s[j][7]);
-      const __m256i u0 = _mm256_hadd_epi32(t0, t1), u1 = _mm256_hadd_epi32(t2, t3);
-      // u0: rows 0-3 of the low 128-bit halves, then of the high ones; u1 the same for 4-7.
-      const __m256i i = _mm256_add_epi32(_mm256_permute2x128_si256(u0, u1, 0x20),
-                                         _mm256_permute2x128_si256(u0, u1, 0x31));
+      const __m256i i = Reduce8Rows(s[j]);
       const float dx = a.dx[static_cast<size_t>(tok0 + j) * nsb + b];
       const __m256 dd = _mm256_mul_ps(dv, _mm256_set1_ps(dx));
       acc[j] = _mm256_add_ps(acc[j], _mm256_mul_ps(dd, _mm256_cvtepi32_ps(i)));
@@ -537,16 +540,111 @@ void DirectQ8_0Avx2(const uint8_t* base, int64_t rb, int cols, const Act& a, int
   for (int j = 0; j < NT; ++j) _mm256_storeu_ps(out + (tok0 + j) * out_stride, acc[j]);
 }
 
-// The 8 rows at r0 (a full AVX2 tile) of a Q8_0 matrix for n_tok <= kMaxDirectAvx2Tokens.
-constexpr int kMaxDirectAvx2Tokens = 16;
+// Direct AVX2 Q4_K kernel for a few tokens, as DirectQ8_0Avx2: per group of 32 columns the 8
+// rows' unsigned levels x the token's bytes (maddubs: at most 2 x 15 x 127 per pair), reduced
+// into row order, times the rows' scales; then KernelAvx2T's float code.
+template <int NT>
+void DirectQ4_KAvx2(const uint8_t* base, int64_t rb, int cols, const Act& a, int tok0,
+                    const uint8_t* pf, float* out, int64_t out_stride) {
+  const int nsb = cols / 256, ng = cols / 32;
+  const int64_t pf_step = (8 * rb + nsb - 1) / nsb;
+  const __m256i ones = _mm256_set1_epi16(1), nib = _mm256_set1_epi8(0x0F);
+  __m256 acc[NT];
+  for (int j = 0; j < NT; ++j) acc[j] = _mm256_setzero_ps();
+  for (int b = 0; b < nsb; ++b) {
+    if (pf != nullptr) qmm::PrefetchRange<true>(pf, b * pf_step, (b + 1) * pf_step);
+    const uint8_t* blk = base + b * 144;
+    uint16_t dh[8], mh[8];
+    int32_t head[3][8];  // the 12 scale bytes of each row as 3 dwords
+    for (int r = 0; r < 8; ++r) {
+      std::memcpy(&dh[r], blk + r * rb, 2);
+      std::memcpy(&mh[r], blk + r * rb + 2, 2);
+      for (int k = 0; k < 3; ++k) std::memcpy(&head[k][r], blk + r * rb + 4 + 4 * k, 4);
+    }
+    const __m256 dv = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(dh)));
+    const __m256 mv = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(mh)));
+    __m256i sc[8], mn[8];  // GetScaleMinK4 for the 8 rows at once (as Q4KScalesMins)
+    {
+      const __m256i s0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(head[0]));
+      const __m256i s1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(head[1]));
+      const __m256i s2 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(head[2]));
+      const __m256i m63 = _mm256_set1_epi32(63), m15 = _mm256_set1_epi32(15);
+      const __m256i m3 = _mm256_set1_epi32(3);
+      for (int g = 0; g < 4; ++g) {
+        const __m256i b0 = _mm256_srli_epi32(s0, 8 * g), b1 = _mm256_srli_epi32(s1, 8 * g);
+        const __m256i b2 = _mm256_srli_epi32(s2, 8 * g);
+        sc[g] = _mm256_and_si256(b0, m63);
+        mn[g] = _mm256_and_si256(b1, m63);
+        const __m256i hs = _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(b0, 6), m3), 4);
+        const __m256i hm = _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(b1, 6), m3), 4);
+        sc[4 + g] = _mm256_or_si256(_mm256_and_si256(b2, m15), hs);
+        mn[4 + g] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(b2, 4), m15), hm);
+      }
+    }
+    __m256i i1[NT], i2[NT];
+    for (int j = 0; j < NT; ++j) {
+      i1[j] = i2[j] = _mm256_setzero_si256();
+      const int32_t* bs = a.bs.data() + static_cast<size_t>(tok0 + j) * ng + b * 8;
+      for (int g = 0; g < 8; ++g) {
+        i2[j] = _mm256_add_epi32(i2[j], _mm256_mullo_epi32(mn[g], _mm256_set1_epi32(bs[g])));
+      }
+    }
+    for (int c = 0; c < 4; ++c) {  // qs bytes 32c .. 32c + 31: groups 2c (low), 2c + 1 (high)
+      __m256i lo[8], hi[8];
+#pragma GCC unroll 8
+      for (int r = 0; r < 8; ++r) {
+        const __m256i z =
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + r * rb + 16 + 32 * c));
+        lo[r] = _mm256_and_si256(z, nib);
+        hi[r] = _mm256_and_si256(_mm256_srli_epi16(z, 4), nib);
+      }
+      const __m256i sc_lo = sc[2 * c], sc_hi = sc[2 * c + 1];
+      for (int j = 0; j < NT; ++j) {
+        const int8_t* x = a.q.data() + static_cast<size_t>(tok0 + j) * cols + b * 256 + 64 * c;
+        const __m256i xl = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x));
+        const __m256i xh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 32));
+        __m256i zl[8], zh[8];
+#pragma GCC unroll 8
+        for (int r = 0; r < 8; ++r) {
+          zl[r] = _mm256_madd_epi16(_mm256_maddubs_epi16(lo[r], xl), ones);
+          zh[r] = _mm256_madd_epi16(_mm256_maddubs_epi16(hi[r], xh), ones);
+        }
+        i1[j] = _mm256_add_epi32(i1[j], _mm256_mullo_epi32(sc_lo, Reduce8Rows(zl)));
+        i1[j] = _mm256_add_epi32(i1[j], _mm256_mullo_epi32(sc_hi, Reduce8Rows(zh)));
+      }
+    }
+    for (int j = 0; j < NT; ++j) {  // KernelAvx2T's float code, lane for lane
+      const __m256 x = _mm256_set1_ps(a.dx[static_cast<size_t>(tok0 + j) * nsb + b]);
+      acc[j] =
+          _mm256_add_ps(acc[j], _mm256_mul_ps(_mm256_mul_ps(dv, x), _mm256_cvtepi32_ps(i1[j])));
+      acc[j] =
+          _mm256_sub_ps(acc[j], _mm256_mul_ps(_mm256_mul_ps(mv, x), _mm256_cvtepi32_ps(i2[j])));
+    }
+  }
+  for (int j = 0; j < NT; ++j) _mm256_storeu_ps(out + (tok0 + j) * out_stride, acc[j]);
+}
+
+// The 8 rows at r0 (a full AVX2 tile) of a Q8_0 or Q4_K matrix for n_tok <= the dtype's
+// DirectAvx2MaxTok.
+int DirectAvx2MaxTok(DType t) {
+  if (t == DType::kQ8_0) return 16;
+  return t == DType::kQ4_K ? 8 : 0;
+}
 void RunDirectAvx2(const WeightMatrix& wm, int64_t r0, const Act& a, int n_tok,
                    const uint8_t* pf, float* out) {
   const int64_t rb = wm.row_bytes();
   const uint8_t* base = static_cast<const uint8_t*>(wm.data) + r0 * rb;
   const int cols = static_cast<int>(wm.cols);
-  int tok = 0;
-  for (; tok + 2 <= n_tok; tok += 2) DirectQ8_0Avx2<2>(base, rb, cols, a, tok, pf, out, wm.rows);
-  if (tok < n_tok) DirectQ8_0Avx2<1>(base, rb, cols, a, tok, pf, out, wm.rows);
+  auto run = [&](auto kernel) {
+    int tok = 0;
+    for (; tok + 2 <= n_tok; tok += 2) kernel.template operator()<2>(tok);
+    if (tok < n_tok) kernel.template operator()<1>(tok);
+  };
+  if (wm.dtype == DType::kQ8_0) {
+    run([&]<int NT>(int tok) { DirectQ8_0Avx2<NT>(base, rb, cols, a, tok, pf, out, wm.rows); });
+  } else {
+    run([&]<int NT>(int tok) { DirectQ4_KAvx2<NT>(base, rb, cols, a, tok, pf, out, wm.rows); });
+  }
 }
 
 }  // namespace
@@ -1775,8 +1873,8 @@ void RunTiles(const WeightMatrix& wm, const Fmt& f, const Act& a, const qmm::Amx
   // Pairs of full tiles share the activation loads (KernelAvx512Pair).
   const bool pairs = kernel == 2 && !f.k && n_tok >= kMinPairTokens;
   const bool direct = kernel >= 2 && n_tok <= DirectMaxTok(wm.dtype, kernel);
-  const bool direct_avx2 = kernel == 1 && wm.dtype == DType::kQ8_0 &&
-                           wm.layout == WeightLayout::kRows && n_tok <= kMaxDirectAvx2Tokens;
+  const bool direct_avx2 = kernel == 1 && wm.layout == WeightLayout::kRows &&
+                           n_tok <= DirectAvx2MaxTok(wm.dtype);
   // The rows of the tile after ti in this thread's order, to prefetch: while it is full and
   // its rows are short (else null).
   const bool prefetch = wm.row_bytes() <= qmm::MaxPrefetchRowBytes();
