@@ -624,10 +624,95 @@ void DirectQ4_KAvx2(const uint8_t* base, int64_t rb, int cols, const Act& a, int
   for (int j = 0; j < NT; ++j) _mm256_storeu_ps(out + (tok0 + j) * out_stride, acc[j]);
 }
 
-// The 8 rows at r0 (a full AVX2 tile) of a Q8_0 or Q4_K matrix for n_tok <= the dtype's
+// Direct AVX2 Q6_K kernel for a few tokens: levels rebuilt 32 columns at a time (UnpackRow's
+// formulas: 2 groups of 16, one per 128-bit half), each half's 8 row sums by the hadd tree
+// split at its last step; then KernelAvx2T's float code (dmin = d, m = 32 sc).
+template <int NT>
+void DirectQ6_KAvx2(const uint8_t* base, int64_t rb, int cols, const Act& a, int tok0,
+                    const uint8_t* pf, float* out, int64_t out_stride) {
+  const int nsb = cols / 256, ng = cols / 16;
+  const int64_t pf_step = (8 * rb + nsb - 1) / nsb;
+  const __m256i ones = _mm256_set1_epi16(1), nib = _mm256_set1_epi8(0x0F);
+  const __m256i m30 = _mm256_set1_epi8(0x30);
+  __m256 acc[NT];
+  for (int j = 0; j < NT; ++j) acc[j] = _mm256_setzero_ps();
+  for (int b = 0; b < nsb; ++b) {
+    if (pf != nullptr) qmm::PrefetchRange<true>(pf, b * pf_step, (b + 1) * pf_step);
+    const uint8_t* blk = base + b * 210;
+    uint16_t dh[8];
+    int32_t sc[16][8];  // [group][row]
+    for (int r = 0; r < 8; ++r) {
+      std::memcpy(&dh[r], blk + r * rb + 208, 2);
+      for (int g = 0; g < 16; ++g) sc[g][r] = static_cast<int8_t>(blk[r * rb + 192 + g]);
+    }
+    const __m256 dv = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(dh)));
+    __m256i i1[NT], i2[NT];
+    for (int j = 0; j < NT; ++j) {
+      i1[j] = i2[j] = _mm256_setzero_si256();
+      const int32_t* bs = a.bs.data() + static_cast<size_t>(tok0 + j) * ng + b * 16;
+      for (int g = 0; g < 16; ++g) {
+        const __m256i m = _mm256_slli_epi32(
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sc[g])), 5);
+        i2[j] = _mm256_add_epi32(i2[j], _mm256_mullo_epi32(m, _mm256_set1_epi32(bs[g])));
+      }
+    }
+    for (int hf = 0; hf < 2; ++hf) {
+      __m256i lv[4][8];  // [c][row]: columns 128 hf + 32 c ..
+#pragma GCC unroll 8
+      for (int r = 0; r < 8; ++r) {
+        const uint8_t* row = blk + r * rb;
+        auto ld = [&](int o) {
+          return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + o));
+        };
+        const __m256i qa = ld(64 * hf), qb = ld(64 * hf + 32), h = ld(128 + 32 * hf);
+        lv[0][r] = _mm256_or_si256(_mm256_and_si256(qa, nib),
+                                   _mm256_and_si256(_mm256_slli_epi16(h, 4), m30));
+        lv[1][r] = _mm256_or_si256(_mm256_and_si256(qb, nib),
+                                   _mm256_and_si256(_mm256_slli_epi16(h, 2), m30));
+        lv[2][r] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(qa, 4), nib),
+                                   _mm256_and_si256(h, m30));
+        lv[3][r] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(qb, 4), nib),
+                                   _mm256_and_si256(_mm256_srli_epi16(h, 2), m30));
+      }
+      for (int j = 0; j < NT; ++j) {
+        for (int c = 0; c < 4; ++c) {
+          const int8_t* x =
+              a.q.data() + static_cast<size_t>(tok0 + j) * cols + b * 256 + 128 * hf + 32 * c;
+          const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x));
+          __m256i z[8];
+#pragma GCC unroll 8
+          for (int r = 0; r < 8; ++r) {
+            z[r] = _mm256_madd_epi16(_mm256_maddubs_epi16(lv[c][r], xv), ones);
+          }
+          const __m256i t0 = _mm256_hadd_epi32(z[0], z[1]), t1 = _mm256_hadd_epi32(z[2], z[3]);
+          const __m256i t2 = _mm256_hadd_epi32(z[4], z[5]), t3 = _mm256_hadd_epi32(z[6], z[7]);
+          const __m256i u0 = _mm256_hadd_epi32(t0, t1), u1 = _mm256_hadd_epi32(t2, t3);
+          const int g = 8 * hf + 2 * c;  // the low 128-bit halves' group, then the next one
+          const __m256i s0 = _mm256_permute2x128_si256(u0, u1, 0x20);
+          const __m256i s1 = _mm256_permute2x128_si256(u0, u1, 0x31);
+          const __m256i c0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sc[g]));
+          const __m256i c1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sc[g + 1]));
+          i1[j] = _mm256_add_epi32(i1[j], _mm256_mullo_epi32(c0, s0));
+          i1[j] = _mm256_add_epi32(i1[j], _mm256_mullo_epi32(c1, s1));
+        }
+      }
+    }
+    for (int j = 0; j < NT; ++j) {  // KernelAvx2T's float code, lane for lane
+      const __m256 x = _mm256_set1_ps(a.dx[static_cast<size_t>(tok0 + j) * nsb + b]);
+      acc[j] =
+          _mm256_add_ps(acc[j], _mm256_mul_ps(_mm256_mul_ps(dv, x), _mm256_cvtepi32_ps(i1[j])));
+      acc[j] =
+          _mm256_sub_ps(acc[j], _mm256_mul_ps(_mm256_mul_ps(dv, x), _mm256_cvtepi32_ps(i2[j])));
+    }
+  }
+  for (int j = 0; j < NT; ++j) _mm256_storeu_ps(out + (tok0 + j) * out_stride, acc[j]);
+}
+
+// The 8 rows at r0 (a full AVX2 tile) of a Q8_0, Q4_K or Q6_K matrix for n_tok <= the dtype's
 // DirectAvx2MaxTok.
 int DirectAvx2MaxTok(DType t) {
   if (t == DType::kQ8_0) return 16;
+  if (t == DType::kQ6_K) return 8;
   return t == DType::kQ4_K ? 8 : 0;
 }
 void RunDirectAvx2(const WeightMatrix& wm, int64_t r0, const Act& a, int n_tok,
@@ -642,8 +727,10 @@ void RunDirectAvx2(const WeightMatrix& wm, int64_t r0, const Act& a, int n_tok,
   };
   if (wm.dtype == DType::kQ8_0) {
     run([&]<int NT>(int tok) { DirectQ8_0Avx2<NT>(base, rb, cols, a, tok, pf, out, wm.rows); });
-  } else {
+  } else if (wm.dtype == DType::kQ4_K) {
     run([&]<int NT>(int tok) { DirectQ4_KAvx2<NT>(base, rb, cols, a, tok, pf, out, wm.rows); });
+  } else {
+    run([&]<int NT>(int tok) { DirectQ6_KAvx2<NT>(base, rb, cols, a, tok, pf, out, wm.rows); });
   }
 }
 
