@@ -486,6 +486,13 @@ void KernelAvx2(const Tile& t, const Fmt& f, int cols, const Act& a, int n_tok, 
   for (; tok < n_tok; ++tok) KernelAvx2T<1>(t, f, cols, a, tok, out, out_stride, nr);
 }
 
+// The f16 values at p + r * rb of 8 rows, as f32 lanes.
+inline __m256 LoadF16x8(const uint8_t* p, int64_t rb) {
+  uint16_t h[8];
+  for (int r = 0; r < 8; ++r) std::memcpy(&h[r], p + r * rb, 2);
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h)));
+}
+
 // 8 rows' hadd tree: z[r] = 8 partial sums of row r -> the 8 row totals in row order.
 inline __m256i Reduce8Rows(const __m256i* z) {
   const __m256i t0 = _mm256_hadd_epi32(z[0], z[1]), t1 = _mm256_hadd_epi32(z[2], z[3]);
@@ -513,9 +520,7 @@ void DirectQ8_0Avx2(const uint8_t* base, int64_t rb, int cols, const Act& a, int
   for (int b = 0; b < nsb; ++b) {
     if (pf != nullptr) qmm::PrefetchRange<true>(pf, b * pf_step, (b + 1) * pf_step);
     const uint8_t* blk = base + b * 34;
-    uint16_t dh[8];
-    for (int r = 0; r < 8; ++r) std::memcpy(&dh[r], blk + r * rb, 2);
-    const __m256 dv = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(dh)));
+    const __m256 dv = LoadF16x8(blk, rb);
     __m256i xv[NT], s[NT][8];
     for (int j = 0; j < NT; ++j) {
       xv[j] = _mm256_loadu_si256(
@@ -554,15 +559,11 @@ void DirectQ4_KAvx2(const uint8_t* base, int64_t rb, int cols, const Act& a, int
   for (int b = 0; b < nsb; ++b) {
     if (pf != nullptr) qmm::PrefetchRange<true>(pf, b * pf_step, (b + 1) * pf_step);
     const uint8_t* blk = base + b * 144;
-    uint16_t dh[8], mh[8];
+    const __m256 dv = LoadF16x8(blk, rb), mv = LoadF16x8(blk + 2, rb);
     int32_t head[3][8];  // the 12 scale bytes of each row as 3 dwords
     for (int r = 0; r < 8; ++r) {
-      std::memcpy(&dh[r], blk + r * rb, 2);
-      std::memcpy(&mh[r], blk + r * rb + 2, 2);
       for (int k = 0; k < 3; ++k) std::memcpy(&head[k][r], blk + r * rb + 4 + 4 * k, 4);
     }
-    const __m256 dv = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(dh)));
-    const __m256 mv = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(mh)));
     __m256i sc[8], mn[8];  // GetScaleMinK4 for the 8 rows at once (as Q4KScalesMins)
     {
       const __m256i s0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(head[0]));
@@ -643,9 +644,7 @@ void DirectQ4Q5_0Avx2(const uint8_t* base, int64_t rb, int cols, const Act& a, i
   for (int b = 0; b < nsb; ++b) {
     if (pf != nullptr) qmm::PrefetchRange<true>(pf, b * pf_step, (b + 1) * pf_step);
     const uint8_t* blk = base + b * bb;
-    uint16_t dh[8];
-    for (int r = 0; r < 8; ++r) std::memcpy(&dh[r], blk + r * rb, 2);
-    const __m256 dv = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(dh)));
+    const __m256 dv = LoadF16x8(blk, rb);
     __m256i lv[8];
 #pragma GCC unroll 8
     for (int r = 0; r < 8; ++r) {
@@ -689,13 +688,11 @@ void DirectQ6_KAvx2(const uint8_t* base, int64_t rb, int cols, const Act& a, int
   for (int b = 0; b < nsb; ++b) {
     if (pf != nullptr) qmm::PrefetchRange<true>(pf, b * pf_step, (b + 1) * pf_step);
     const uint8_t* blk = base + b * 210;
-    uint16_t dh[8];
+    const __m256 dv = LoadF16x8(blk + 208, rb);
     int32_t sc[16][8];  // [group][row]
     for (int r = 0; r < 8; ++r) {
-      std::memcpy(&dh[r], blk + r * rb + 208, 2);
       for (int g = 0; g < 16; ++g) sc[g][r] = static_cast<int8_t>(blk[r * rb + 192 + g]);
     }
-    const __m256 dv = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(dh)));
     __m256i i1[NT], i2[NT];
     for (int j = 0; j < NT; ++j) {
       i1[j] = i2[j] = _mm256_setzero_si256();
