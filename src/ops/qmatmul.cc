@@ -493,59 +493,25 @@ inline __m256 LoadF16x8(const uint8_t* p, int64_t rb) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h)));
 }
 
-// 8 rows' hadd tree: z[r] = 8 partial sums of row r -> the 8 row totals in row order.
-inline __m256i Reduce8Rows(const __m256i* z) {
+// 8 rows' hadd tree: z[r] = 8 partial sums of row r -> the sums of each row's low 128-bit half
+// (*lo) and of its high half (*hi), 8 rows in row order each.
+inline void Reduce8RowHalves(const __m256i* z, __m256i* lo, __m256i* hi) {
   const __m256i t0 = _mm256_hadd_epi32(z[0], z[1]), t1 = _mm256_hadd_epi32(z[2], z[3]);
   const __m256i t2 = _mm256_hadd_epi32(z[4], z[5]), t3 = _mm256_hadd_epi32(z[6], z[7]);
   const __m256i u0 = _mm256_hadd_epi32(t0, t1), u1 = _mm256_hadd_epi32(t2, t3);
   // u0: rows 0-3 of the low 128-bit halves, then of the high ones; u1 the same for 4-7.
-  return _mm256_add_epi32(_mm256_permute2x128_si256(u0, u1, 0x20),
-                          _mm256_permute2x128_si256(u0, u1, 0x31));
+  *lo = _mm256_permute2x128_si256(u0, u1, 0x20);
+  *hi = _mm256_permute2x128_si256(u0, u1, 0x31);
 }
 
-// Direct AVX2 Q8_0 kernel for a few tokens: 8 full rows straight from the blocks (no gathered
-// tile), each row's 32 products by the signed maddubs form, the 8 rows' partial sums folded by
-// a hadd tree into one vector in row order - KernelAvx2T's lane layout and integers - and then
-// its float code. Measured from DRAM, 2 threads, 8192x2048: 1 token 2.39 -> 0.34 ms (7 -> 40
-// GB/s; the tile path gathers its rows), 4 tokens 2.56 -> 0.90, 16 tokens 3.9 -> 3.3.
-// pf: the next 8 rows, prefetched a slice per block, or null.
-template <int NT>
-void DirectQ8_0Avx2(const uint8_t* base, int64_t rb, int cols, const Act& a, int tok0,
-                    const uint8_t* pf, float* out, int64_t out_stride) {
-  const int nsb = cols / 32;
-  const int64_t pf_step = (8 * rb + nsb - 1) / nsb;
-  const __m256i ones = _mm256_set1_epi16(1);
-  __m256 acc[NT];
-  for (int j = 0; j < NT; ++j) acc[j] = _mm256_setzero_ps();
-  for (int b = 0; b < nsb; ++b) {
-    if (pf != nullptr) qmm::PrefetchRange<true>(pf, b * pf_step, (b + 1) * pf_step);
-    const uint8_t* blk = base + b * 34;
-    const __m256 dv = LoadF16x8(blk, rb);
-    __m256i xv[NT], s[NT][8];
-    for (int j = 0; j < NT; ++j) {
-      xv[j] = _mm256_loadu_si256(
-          reinterpret_cast<const __m256i*>(a.q.data() + static_cast<size_t>(tok0 + j) * cols +
-                                           b * 32));
-    }
-#pragma GCC unroll 8
-    for (int r = 0; r < 8; ++r) {
-      const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + r * rb + 2));
-      const __m256i aw = _mm256_abs_epi8(w);
-      for (int j = 0; j < NT; ++j) {
-        s[j][r] = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(xv[j], w)), ones);
-      }
-    }
-    for (int j = 0; j < NT; ++j) {
-      const __m256i i = Reduce8Rows(s[j]);
-      const float dx = a.dx[static_cast<size_t>(tok0 + j) * nsb + b];
-      const __m256 dd = _mm256_mul_ps(dv, _mm256_set1_ps(dx));
-      acc[j] = _mm256_add_ps(acc[j], _mm256_mul_ps(dd, _mm256_cvtepi32_ps(i)));
-    }
-  }
-  for (int j = 0; j < NT; ++j) _mm256_storeu_ps(out + (tok0 + j) * out_stride, acc[j]);
+// The 8 row totals in row order.
+inline __m256i Reduce8Rows(const __m256i* z) {
+  __m256i lo, hi;
+  Reduce8RowHalves(z, &lo, &hi);
+  return _mm256_add_epi32(lo, hi);
 }
 
-// Direct AVX2 Q4_K kernel for a few tokens, as DirectQ8_0Avx2: per group of 32 columns the 8
+// Direct AVX2 Q4_K kernel for a few tokens, as DirectBlocks32Avx2: per group of 32 columns the 8
 // rows' unsigned levels x the token's bytes (maddubs: at most 2 x 15 x 127 per pair), reduced
 // into row order, times the rows' scales; then KernelAvx2T's float code.
 template <int NT>
@@ -625,13 +591,20 @@ void DirectQ4_KAvx2(const uint8_t* base, int64_t rb, int cols, const Act& a, int
   for (int j = 0; j < NT; ++j) _mm256_storeu_ps(out + (tok0 + j) * out_stride, acc[j]);
 }
 
-// Direct AVX2 Q4_0 / Q5_0 kernel for a few tokens: each row's 32 unsigned levels (low nibbles
-// then high, Q5_0's qh bit j as bit 4 of level j) x the token's bytes, reduced into row
-// order; i = S - offset * B and KernelAvx2T's float code.
-template <int NT, bool kFive>
-void DirectQ4Q5_0Avx2(const uint8_t* base, int64_t rb, int cols, const Act& a, int tok0,
-                      const uint8_t* pf, float* out, int64_t out_stride) {
-  const int nsb = cols / 32, bb = kFive ? 22 : 18, qs = kFive ? 6 : 2, offset = kFive ? 16 : 8;
+// Direct AVX2 kernel for blocks of 32 (Q8_0, Q4_0, Q5_0) and a few tokens: 8 full rows straight
+// from the blocks (no gathered tile), each row's 32 products by maddubs, the 8 rows' partial
+// sums folded by a hadd tree into one vector in row order - KernelAvx2T's lane layout and
+// integers - and then its float code. Q8_0 uses the signed form |w| x sign(x, w), whose sum is
+// already S - 128 B; Q4_0 / Q5_0 multiply their unsigned levels (low nibbles, then high; Q5_0's
+// qh bit j as bit 4 of level j) and subtract offset x B. pf: the next 8 rows, prefetched a slice
+// per block, or null.
+template <int NT, DType kT>
+void DirectBlocks32Avx2(const uint8_t* base, int64_t rb, int cols, const Act& a, int tok0,
+                        const uint8_t* pf, float* out, int64_t out_stride) {
+  constexpr bool kQ8 = kT == DType::kQ8_0, kFive = kT == DType::kQ5_0;
+  constexpr int bb = kQ8 ? 34 : kFive ? 22 : 18, qs = kFive ? 6 : 2;
+  constexpr int offset = kQ8 ? 0 : kFive ? 16 : 8;
+  const int nsb = cols / 32;
   const int64_t pf_step = (8 * rb + nsb - 1) / nsb;
   const __m256i ones = _mm256_set1_epi16(1);
   const __m128i nib = _mm_set1_epi8(0x0F);
@@ -645,14 +618,17 @@ void DirectQ4Q5_0Avx2(const uint8_t* base, int64_t rb, int cols, const Act& a, i
     if (pf != nullptr) qmm::PrefetchRange<true>(pf, b * pf_step, (b + 1) * pf_step);
     const uint8_t* blk = base + b * bb;
     const __m256 dv = LoadF16x8(blk, rb);
+    // Q4_0 / Q5_0: maddubs' unsigned operand per row. (Q8_0 reloads its rows per token from
+    // L1 instead: holding both of its operands per row measured 6-10% slower at 2-4 tokens.)
     __m256i lv[8];
 #pragma GCC unroll 8
-    for (int r = 0; r < 8; ++r) {
-      const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + r * rb + qs));
+    for (int r = 0; r < (kQ8 ? 0 : 8); ++r) {
+      const uint8_t* row = blk + r * rb;
+      const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + qs));
       lv[r] = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), nib), _mm_and_si128(q, nib));
       if (kFive) {
         uint32_t qh;
-        std::memcpy(&qh, blk + r * rb + 2, 4);
+        std::memcpy(&qh, row + 2, 4);
         const __m256i hb = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int32_t>(qh)), spread);
         const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(hb, bit), bit);
         lv[r] = _mm256_or_si256(lv[r], _mm256_and_si256(set, _mm256_set1_epi8(0x10)));
@@ -663,7 +639,15 @@ void DirectQ4Q5_0Avx2(const uint8_t* base, int64_t rb, int cols, const Act& a, i
           a.q.data() + static_cast<size_t>(tok0 + j) * cols + b * 32));
       __m256i z[8];
 #pragma GCC unroll 8
-      for (int r = 0; r < 8; ++r) z[r] = _mm256_madd_epi16(_mm256_maddubs_epi16(lv[r], xv), ones);
+      for (int r = 0; r < 8; ++r) {
+        __m256i u = lv[r], x = xv;
+        if (kQ8) {
+          const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + r * rb + 2));
+          u = _mm256_abs_epi8(w);
+          x = _mm256_sign_epi8(xv, w);
+        }
+        z[r] = _mm256_madd_epi16(_mm256_maddubs_epi16(u, x), ones);
+      }
       const size_t tb = static_cast<size_t>(tok0 + j) * nsb + b;
       const __m256i i = _mm256_sub_epi32(Reduce8Rows(z), _mm256_set1_epi32(offset * a.bs[tb]));
       const __m256 dd = _mm256_mul_ps(dv, _mm256_set1_ps(a.dx[tb]));
@@ -731,12 +715,9 @@ void DirectQ6_KAvx2(const uint8_t* base, int64_t rb, int cols, const Act& a, int
           for (int r = 0; r < 8; ++r) {
             z[r] = _mm256_madd_epi16(_mm256_maddubs_epi16(lv[c][r], xv), ones);
           }
-          const __m256i t0 = _mm256_hadd_epi32(z[0], z[1]), t1 = _mm256_hadd_epi32(z[2], z[3]);
-          const __m256i t2 = _mm256_hadd_epi32(z[4], z[5]), t3 = _mm256_hadd_epi32(z[6], z[7]);
-          const __m256i u0 = _mm256_hadd_epi32(t0, t1), u1 = _mm256_hadd_epi32(t2, t3);
           const int g = 8 * hf + 2 * c;  // the low 128-bit halves' group, then the next one
-          const __m256i s0 = _mm256_permute2x128_si256(u0, u1, 0x20);
-          const __m256i s1 = _mm256_permute2x128_si256(u0, u1, 0x31);
+          __m256i s0, s1;
+          Reduce8RowHalves(z, &s0, &s1);
           const __m256i c0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sc[g]));
           const __m256i c1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sc[g + 1]));
           i1[j] = _mm256_add_epi32(i1[j], _mm256_mullo_epi32(c0, s0));
@@ -780,18 +761,19 @@ void RunDirectAvx2(const WeightMatrix& wm, int64_t r0, const Act& a, int n_tok,
     for (; tok + 2 <= n_tok; tok += 2) kernel.template operator()<2>(tok);
     if (tok < n_tok) kernel.template operator()<1>(tok);
   };
+  auto blocks32 = [&]<DType kT>() {
+    run([&]<int NT>(int tok) {
+      DirectBlocks32Avx2<NT, kT>(base, rb, cols, a, tok, pf, out, wm.rows);
+    });
+  };
   if (wm.dtype == DType::kQ8_0) {
-    run([&]<int NT>(int tok) { DirectQ8_0Avx2<NT>(base, rb, cols, a, tok, pf, out, wm.rows); });
+    blocks32.template operator()<DType::kQ8_0>();
+  } else if (wm.dtype == DType::kQ4_0) {
+    blocks32.template operator()<DType::kQ4_0>();
+  } else if (wm.dtype == DType::kQ5_0) {
+    blocks32.template operator()<DType::kQ5_0>();
   } else if (wm.dtype == DType::kQ4_K) {
     run([&]<int NT>(int tok) { DirectQ4_KAvx2<NT>(base, rb, cols, a, tok, pf, out, wm.rows); });
-  } else if (wm.dtype == DType::kQ4_0) {
-    run([&]<int NT>(int tok) {
-      DirectQ4Q5_0Avx2<NT, false>(base, rb, cols, a, tok, pf, out, wm.rows);
-    });
-  } else if (wm.dtype == DType::kQ5_0) {
-    run([&]<int NT>(int tok) {
-      DirectQ4Q5_0Avx2<NT, true>(base, rb, cols, a, tok, pf, out, wm.rows);
-    });
   } else {
     run([&]<int NT>(int tok) { DirectQ6_KAvx2<NT>(base, rb, cols, a, tok, pf, out, wm.rows); });
   }
