@@ -12,7 +12,7 @@
 
 #include "bench/bench_report.h"
 #include "bench/bench_runner.h"
-#include "bench/cost_cache.h"
+#include "engine/cost_cache.h"
 #include "bench/datasets.h"
 #include "commands.h"
 #include "engine/engine.h"
@@ -23,9 +23,11 @@ namespace goose::cli {
 namespace {
 
 struct BenchFlags {
-  std::string model, data = "spec_bench,mt_bench,humaneval,gsm8k,alpaca_eval,tinystories",
-                     data_dir, methods = "none,pld,tr,balanced,sequoia,goose",
-                     budgets = "16,32,60", out = "bench-out", cost_model;
+  std::string model, data_dir, out = "bench-out", cost_model;
+  std::vector<std::string> data = {"spec_bench", "mt_bench", "humaneval", "gsm8k", "alpaca_eval",
+                                   "tinystories"};
+  std::vector<std::string> methods = {"none", "pld", "tr", "balanced", "sequoia", "goose"};
+  std::vector<std::string> budgets = {"16", "32", "60"};
   int n_prompts = 5, max_tokens = 128, threads = 0;
   float temp = 0.0f;
   uint64_t seed = 0;
@@ -41,22 +43,17 @@ std::string DefaultDataDir() {
 #endif
 }
 
-std::vector<std::string> Split(const std::string& s) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  for (;;) {
-    const size_t c = s.find(',', start);
-    out.push_back(s.substr(start, c == std::string::npos ? std::string::npos : c - start));
-    if (c == std::string::npos) return out;
-    start = c + 1;
-  }
+std::string Join(const std::vector<std::string>& items) {
+  std::string out;
+  for (const std::string& s : items) out += (out.empty() ? "" : ",") + s;
+  return out;
 }
 
 int RunBenchCommand(const BenchFlags& f) {
   const auto t_start = std::chrono::steady_clock::now();
-  const std::vector<std::string> methods = Split(f.methods);
+  const std::vector<std::string>& methods = f.methods;
   std::vector<int> budgets;
-  for (const std::string& b : Split(f.budgets)) {
+  for (const std::string& b : f.budgets) {
     if (b == "auto" || b == "auto-cm") {
       budgets.push_back(b == "auto" ? kAutoBudget : kAutoCostModelBudget);
       continue;
@@ -68,9 +65,9 @@ int RunBenchCommand(const BenchFlags& f) {
     }
     budgets.push_back(static_cast<int>(v));
   }
-  auto specs = ParseDataSpecs(f.data);
+  auto specs = ParseDataSpecs(Join(f.data));
   if (!specs.ok()) return Fail(specs.status().message());
-  auto configs_or = MakeVariantConfigs(methods, budgets);
+  auto configs_or = MakeConfigs(methods, budgets);
   if (!configs_or.ok()) return Fail("--methods: " + configs_or.status().message());
   const std::vector<BenchConfig>& configs = *configs_or;
 
@@ -136,9 +133,9 @@ int RunBenchCommand(const BenchFlags& f) {
   nlohmann::json ds = nlohmann::json::array();
   for (const auto& s : sets) ds.push_back({{"label", s.label}, {"prompts", s.prompts.size()}});
   j["datasets"] = ds;
-  j["settings"] = {{"data", f.data},
-                   {"methods", f.methods},
-                   {"budgets", f.budgets},
+  j["settings"] = {{"data", Join(f.data)},
+                   {"methods", Join(f.methods)},
+                   {"budgets", Join(f.budgets)},
                    {"n_prompts", f.n_prompts},
                    {"max_tokens", f.max_tokens},
                    {"temp", f.temp},
@@ -188,12 +185,14 @@ int RunBenchCommand(const BenchFlags& f) {
 Runner AddBenchCommand(CLI::App& app) {
   auto f = std::make_shared<BenchFlags>();
   app.add_option("-m,--model", f->model, "GGUF model (default ../shared/models/stories260K.gguf)");
-  app.add_option("--data", f->data, "data sets: name[:category][:count],...");
+  app.add_option("--data", f->data, "data sets: name[:category][:count],...")->delimiter(',');
   app.add_option("--data-dir", f->data_dir, "folder of the prompt sets (default ../shared/data)");
-  app.add_option("--methods", f->methods, "methods, comma-separated (none always runs)");
+  app.add_option("--methods", f->methods, "methods, comma-separated (none always runs)")
+      ->delimiter(',');
   app.add_option("--budgets", f->budgets,
                  "node budgets incl. root, comma-separated; auto (cost-aware on this model) or "
-                 "auto-cm (cost-aware on --cost-model's curve)");
+                 "auto-cm (cost-aware on --cost-model's curve)")
+      ->delimiter(',');
   app.add_option("--n-prompts", f->n_prompts, "prompts per data set")->check(CLI::Range(1, 100000));
   app.add_option("--max-tokens", f->max_tokens, "tokens per prompt")->check(CLI::Range(1, 1 << 20));
   app.add_option("--temp", f->temp, "temperature (0 = greedy)")->check(CLI::Range(0.0, 100.0));

@@ -9,7 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "bench/verify_cost.h"
+#include "bench/machine.h"
+#include "engine/verify_cost.h"
 #include "commands.h"
 #include "model/model.h"
 #include "ops/ops.h"

@@ -11,10 +11,11 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
-#include "bench/cost_cache.h"
+#include "engine/cost_cache.h"
 #include "engine/budget_chooser.h"
 #include "engine/engine.h"
 #include "engine/report.h"
+#include "method/method.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 
@@ -58,19 +59,29 @@ Status ReadPromptFile(const std::string& path, std::string* out) {
 }
 
 int RunGenerate(const GenerateFlags& f) {
-  GenerateParams params;
-  if (Status st = ParseSpecVariant(f.spec, &params.spec); !st.ok()) {
-    return Fail("--spec: " + st.message());
-  }
+  // --goose-preset and --branch-k are the +paper and +kN modifiers of the methods that take them.
+  std::string variant = f.spec;
+  const Method* method = FindMethod(f.spec.substr(0, f.spec.find('+')));
+  auto accepts = [&](const std::string& mod) {
+    if (method == nullptr) return true;  // ParseSpecVariant names the unknown method
+    const std::vector<std::string> mods = method->modifiers();
+    return std::find(mods.begin(), mods.end(), mod) != mods.end();
+  };
   if (!f.preset.empty() && f.preset != "paper") {
     return Fail("unknown --goose-preset '" + f.preset + "' (the only preset is 'paper')");
   }
-  // Flags that only one method reads are errors elsewhere, as the +paper / +k5 modifiers are.
-  if (!f.preset.empty() && params.spec.method != SpecMethod::kGoose) {
-    return Fail("--goose-preset applies to --spec goose, not '" + f.spec + "'");
+  if (!f.preset.empty()) {
+    if (!accepts("paper")) return Fail("--goose-preset applies to --spec goose, not '" + f.spec + "'");
+    variant += "+paper";
   }
-  if (f.branch_k > 0 && params.spec.method != SpecMethod::kBalanced) {
-    return Fail("--branch-k applies to --spec balanced, not '" + f.spec + "'");
+  if (f.branch_k > 0) {
+    const std::string mod = "k" + std::to_string(f.branch_k);
+    if (!accepts(mod)) return Fail("--branch-k applies to --spec balanced, not '" + f.spec + "'");
+    variant += "+" + mod;
+  }
+  GenerateParams params;
+  if (Status st = ParseSpecVariant(variant, &params.spec); !st.ok()) {
+    return Fail("--spec: " + st.message());
   }
   const bool auto_budget = f.budget == "auto";
   if (!auto_budget) {
@@ -81,8 +92,6 @@ int RunGenerate(const GenerateFlags& f) {
     }
     params.spec.budget = static_cast<int>(b);
   }
-  if (f.branch_k > 0) params.spec.branch_k = f.branch_k;
-  if (f.preset == "paper") params.spec.paper_preset = true;
   std::string prompt = f.prompt;
   if (!f.prompt_file.empty()) {
     if (f.has_prompt) return Fail("give the prompt with -p or -f, not both");
@@ -119,7 +128,7 @@ int RunGenerate(const GenerateFlags& f) {
   ThreadPool pool(f.threads > 0 ? f.threads : ThreadPool::DefaultThreads());
   Engine engine(model, n_ctx, &pool);
   std::shared_ptr<BudgetChooser> chooser;
-  if (auto_budget) {  // calibrated once per model and machine (bench/cost_cache.h)
+  if (auto_budget) {  // calibrated once per model and machine (engine/cost_cache.h)
     auto cal = LoadOrMeasureCost(model, path, &pool, f.recalibrate);
     if (!cal.ok()) return Fail(cal.status().message());
     chooser = std::make_shared<BudgetChooser>(ToCostSamples(cal->curve));
@@ -203,7 +212,7 @@ Runner AddGenerateCommand(CLI::App& app) {
   app.add_option("--top-p", f->top_p, "top-p")->check(CLI::Range(0.0, 1.0));
   app.add_option("--seed", f->seed, "sampling seed");
   app.add_option("--spec", f->spec,
-                 "none|pld|tr|balanced|sequoia|goose, optionally +paper +keep +cold +k5 ...");
+                 MethodNames() + ", optionally +paper +keep +cold +k5 ...");
   app.add_option("--goose-preset", f->preset,
                  "paper: the reference GOOSE defaults (--spec goose only)");
   app.add_option("--budget", f->budget,
@@ -213,7 +222,9 @@ Runner AddGenerateCommand(CLI::App& app) {
       ->check(CLI::Range(1, 10));
   app.add_option("--tr-cache", f->tr_cache, "load/save the transition table from/to this file");
   app.add_flag("--ignore-eos", f->ignore_eos, "keep generating past end-of-sequence tokens");
-  app.add_option("--stop-token", f->stop_tokens, "also stop after this token id (repeatable)")
+  app.add_option("--stop-token", f->stop_tokens,
+                 "also stop after this token id (repeatable, or comma-separated)")
+      ->delimiter(',')
       ->check(CLI::NonNegativeNumber);
   app.add_flag("--no-bos", f->no_bos, "do not prepend BOS to the prompt");
   app.add_flag("--json", f->json, "print one JSON object instead of streaming text");

@@ -1,5 +1,7 @@
 #include "bench/bench_report.h"
 
+#include "ops/cpu_features.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -39,6 +41,13 @@ std::string RunCapture(const std::string& cmd, int* rc) {
 std::string Quote(const std::string& s) {
   std::string q = "'";
   for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+// A gnuplot string literal: single-quoted, where a quote is written twice (no other escapes).
+std::string GpString(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("''") : std::string(1, c);
   return q + "'";
 }
 
@@ -103,16 +112,8 @@ std::string SpreadCell(const json& row) {
 }  // namespace
 
 json MachineJson() {
-  std::string cpu = "unknown";
-  std::ifstream in("/proc/cpuinfo");
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind("model name", 0) == 0) {
-      const size_t colon = line.find(':');
-      if (colon != std::string::npos) cpu = line.substr(line.find_first_not_of(" \t", colon + 1));
-      break;
-    }
-  }
-  return {{"cpu", cpu}, {"cores", static_cast<int>(std::thread::hardware_concurrency())}};
+  return {{"cpu", CpuModelName()},
+          {"cores", static_cast<int>(std::thread::hardware_concurrency())}};
 }
 
 std::string GitCommit(const std::string& dir) {
@@ -260,12 +261,12 @@ Status WritePlots(const json& r, const std::string& dir, std::vector<std::string
   };
   auto plot_by_budget = [&](const std::string& file, const std::string& png,
                             const std::string& title) {
-    script += "set output '" + (fs::path(dir) / png).string() + "'\n"
-              "set title '" + title + "'\n"
+    script += "set output " + GpString((fs::path(dir) / png).string()) + "\n"
+              "set title " + GpString(title) + "\n"
               "set xlabel 'budget (nodes incl. root)'\nset ylabel 'speedup'\n"
-              "plot for [i=2:" + std::to_string(methods.size() + 1) + "] '" +
-              (src / file).string() +
-              "' using i:xtic(1) with linespoints lw 2 title columnheader(i)\n";
+              "plot for [i=2:" + std::to_string(methods.size() + 1) + "] " +
+              GpString((src / file).string()) +
+              " using i:xtic(1) with linespoints lw 2 title columnheader(i)\n";
   };
   by_budget("speedup", "speedup.dat");
   plot_by_budget("speedup.dat", "speedup_vs_budget.png",
@@ -295,13 +296,13 @@ Status WritePlots(const json& r, const std::string& dir, std::vector<std::string
       f << "\n";
     }
   }
-  script += "set output '" + (fs::path(dir) / "mat_by_dataset.png").string() + "'\n"
+  script += "set output " + GpString((fs::path(dir) / "mat_by_dataset.png").string()) + "\n"
             "set title 'Mean accepted tokens per pass by data set (each variant at its best "
             "budget by MAT)'\nset xlabel ''\nset ylabel 'MAT'\nset style data histograms\n"
             "set style histogram clustered gap 1\nset style fill solid 0.8 border -1\n"
             "set xtics rotate by -30\nset yrange [0:*]\n"
-            "plot for [i=2:" + std::to_string(best.size() + 1) + "] '" +
-            (src / "mat.dat").string() + "' using i:xtic(1) title columnheader(i)\n"
+            "plot for [i=2:" + std::to_string(best.size() + 1) + "] " +
+            GpString((src / "mat.dat").string()) + " using i:xtic(1) title columnheader(i)\n"
             "unset style data\nset xtics norotate\nset style data linespoints\n"
             "set autoscale y\n";
   // 3. Acceptance per reached node by depth, split by source, per variant (best budget by MAT).
@@ -336,12 +337,14 @@ Status WritePlots(const json& r, const std::string& dir, std::vector<std::string
       f << "\n";
     }
   }
-  script += "set output '" + (fs::path(dir) / "acceptance_by_depth.png").string() + "'\n"
+  script += "set output " + GpString((fs::path(dir) / "acceptance_by_depth.png").string()) +
+            "\n"
             "set title 'Acceptance per reached node by depth, split by source (best budget by MAT "
             "per variant)'\nset xlabel 'depth'\nset ylabel 'accepted / reached'\nset yrange [0:1]\n"
             "set xrange [0.5:" + std::to_string(kDepths) + ".5]\nset xtics 1\n"
-            "plot for [i=2:" + std::to_string(std::max<size_t>(cols.size(), 1) + 1) + "] '" +
-            (src / "depth.dat").string() + "' using 1:i with linespoints lw 2 title columnheader(i)\n";
+            "plot for [i=2:" + std::to_string(std::max<size_t>(cols.size(), 1) + 1) + "] " +
+            GpString((src / "depth.dat").string()) +
+            " using 1:i with linespoints lw 2 title columnheader(i)\n";
   {
     std::ofstream f(src / "plots.gp");
     f << script;

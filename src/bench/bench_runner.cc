@@ -8,7 +8,7 @@
 #include <memory>
 #include <set>
 
-#include "bench/cost_cache.h"
+#include "engine/cost_cache.h"
 #include "engine/budget_chooser.h"
 #include "engine/report.h"
 
@@ -108,8 +108,8 @@ json SpeedupSpread(const Cell& cell, const Cell& base) {
 json CellJson(const BenchConfig& c, const Cell& cell, const Cell& base,
               const std::vector<double>& model_cost, const std::vector<double>& proj_cost) {
   json j;
-  j["method"] = SpecMethodName(c.method);
-  j["variant"] = c.variant.empty() ? SpecMethodName(c.method) : c.variant;
+  j["method"] = c.spec.method;
+  j["variant"] = c.variant;
   j["budget"] = c.BudgetLabel();
   j["config"] = c.Label();
   j["prompts"] = cell.prompts;
@@ -152,23 +152,18 @@ double MeanRelativeCost(const SpecStats& s, const std::vector<double>& cost) {
 std::string BenchConfig::BudgetLabel() const {
   if (budget == kAutoBudget) return "auto";
   if (budget == kAutoCostModelBudget) return "auto-cm";
-  if (budget <= 0 || method == SpecMethod::kNone || method == SpecMethod::kPld ||
-      method == SpecMethod::kTr) {
-    return "default";
-  }
+  if (budget <= 0 || !MethodOf(spec).budget_grows_tree()) return "default";
   return std::to_string(budget);
 }
 
 std::string BenchConfig::Label() const {
-  const std::string name = variant.empty() ? SpecMethodName(method) : variant;
   const std::string b = BudgetLabel();
-  return b == "default" ? name : name + "@" + b;
+  return b == "default" ? variant : variant + "@" + b;
 }
 
-StatusOr<std::vector<BenchConfig>> MakeVariantConfigs(const std::vector<std::string>& variants,
-                                                      const std::vector<int>& budgets) {
+StatusOr<std::vector<BenchConfig>> MakeConfigs(const std::vector<std::string>& variants,
+                                               const std::vector<int>& budgets) {
   std::vector<BenchConfig> out(1);  // none
-  out[0].variant = "none";
   auto add = [&](const BenchConfig& c) {
     for (const auto& o : out) {
       if (o.variant == c.variant && o.budget == c.budget) return;
@@ -178,10 +173,9 @@ StatusOr<std::vector<BenchConfig>> MakeVariantConfigs(const std::vector<std::str
   for (const std::string& name : variants) {
     BenchConfig c;
     GOOSE_RETURN_IF_ERROR(ParseSpecVariant(name, &c.spec));
-    c.method = c.spec.method;
     c.variant = name;
-    if (c.method == SpecMethod::kNone) continue;
-    if (c.method == SpecMethod::kPld || c.method == SpecMethod::kTr || budgets.empty()) {
+    if (c.spec.method == "none") continue;
+    if (!MethodOf(c.spec).budget_grows_tree() || budgets.empty()) {
       add(c);
       continue;
     }
@@ -191,13 +185,6 @@ StatusOr<std::vector<BenchConfig>> MakeVariantConfigs(const std::vector<std::str
     }
   }
   return out;
-}
-
-std::vector<BenchConfig> MakeConfigs(const std::vector<SpecMethod>& methods,
-                                     const std::vector<int>& budgets) {
-  std::vector<std::string> names;
-  for (SpecMethod m : methods) names.push_back(SpecMethodName(m));
-  return MakeVariantConfigs(names, budgets).value();  // plain method names always parse
 }
 
 int FirstMismatch(const std::vector<int32_t>& baseline, const std::vector<int32_t>& got) {
@@ -211,7 +198,7 @@ int FirstMismatch(const std::vector<int32_t>& baseline, const std::vector<int32_
 StatusOr<json> RunBench(const Model& model, ThreadPool* pool, const std::vector<DataSet>& sets,
                         const std::vector<BenchConfig>& configs, const BenchOptions& opt,
                         const ResultHook& hook) {
-  if (configs.empty() || configs[0].method != SpecMethod::kNone) {
+  if (configs.empty() || configs[0].spec.method != "none") {
     return Status::Error("the first benchmark config must be the 'none' baseline");
   }
   if (opt.max_tokens < 1) return Status::Error("--max-tokens must be at least 1");

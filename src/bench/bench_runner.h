@@ -1,10 +1,10 @@
 // `goose bench`: Spec-Bench-style evaluation of every method on one loaded model.
 //
 // Contract
-// - Configs: `none` (always, the baseline), `pld` and `tr` once each at their default budget
-//   (PLD drafts at most 10 tokens and TR uses its fixed 81-node template, so budgets >= 11 do not
-//   change them), and balanced / sequoia / goose once per budget; budget kAutoBudget =
-//   `--budget auto` (BudgetChooser on the calibrated cost curve).
+// - Configs: `none` (always, the baseline), methods whose budget cannot grow their tree
+//   (Method::budget_grows_tree: PLD's 10-token chain, TR's 81-node template) once at their
+//   default, every other method once per budget; budget kAutoBudget = `--budget auto`
+//   (BudgetChooser on the calibrated cost curve).
 // - Every config has its own Engine (own KV cache, tables and statistics) over the one Model, so
 //   configs never warm each other up; prompts run in file order and, per prompt, the configs
 //   run in an order rotated by one per prompt so machine drift hits them alike.
@@ -31,7 +31,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/datasets.h"
-#include "bench/verify_cost.h"
+#include "engine/verify_cost.h"
 #include "engine/engine.h"
 
 namespace goose {
@@ -42,20 +42,17 @@ constexpr int kAutoBudget = -1;
 constexpr int kAutoCostModelBudget = -2;
 
 struct BenchConfig {
-  SpecMethod method = SpecMethod::kNone;
+  std::string variant = "none";  // the ParseSpecVariant name as given ("goose+paper")
+  SpecParams spec;               // the parsed variant
   int budget = 0;  // 0 = method default, kAutoBudget = auto, kAutoCostModelBudget = auto-cm
-  std::string variant;  // ParseSpecVariant name ("goose+paper"); empty = the plain method
-  SpecParams spec;      // the parsed variant (method == spec.method)
   std::string Label() const;        // "goose@32", "tr", "goose@auto"
   std::string BudgetLabel() const;  // "32", "auto", "auto-cm", "default"
 };
 
-// none first, then the requested methods as described above (duplicates dropped).
-std::vector<BenchConfig> MakeConfigs(const std::vector<SpecMethod>& methods,
-                                     const std::vector<int>& budgets);
-// The same from variant names (engine.h ParseSpecVariant: "goose+paper", "balanced+k5", ...).
-StatusOr<std::vector<BenchConfig>> MakeVariantConfigs(const std::vector<std::string>& variants,
-                                                      const std::vector<int>& budgets);
+// none first, then the requested variants (method/method.h ParseSpecVariant names: "goose",
+// "goose+paper", "balanced+k5", ...) as described above, duplicates dropped.
+StatusOr<std::vector<BenchConfig>> MakeConfigs(const std::vector<std::string>& variants,
+                                               const std::vector<int>& budgets);
 
 // Mean c(n)/c(1) over the passes counted in s.tree_nodes, under the expanded curve `cost`
 // (cost[n] for n = 1..max; larger trees are charged c(max)). 0 when unknown.

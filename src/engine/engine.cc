@@ -2,10 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstring>
 
-#include "tree/best_first_builder.h"
-#include "tree/draft_tree.h"
 #include "util/check.h"
 #include "util/rng.h"
 #include "verify/verifier.h"
@@ -14,108 +11,11 @@ namespace goose {
 
 namespace {
 
-constexpr int kTableK = 10;
-
-struct MethodName {
-  SpecMethod method;
-  const char* name;
-};
-constexpr MethodName kMethodNames[] = {
-    {SpecMethod::kNone, "none"},         {SpecMethod::kPld, "pld"},
-    {SpecMethod::kTr, "tr"},             {SpecMethod::kBalanced, "balanced"},
-    {SpecMethod::kSequoia, "sequoia"},   {SpecMethod::kGoose, "goose"},
-};
-
 double Seconds(std::chrono::steady_clock::time_point since) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
 }
 
-// Sequoia's per-rank acceptance p_k from measured branch statistics, blended with a prior
-// (worth kPriorParents reached parents) so the first trees are sensible.
-std::vector<double> SequoiaAcceptance(const SpecStats& s) {
-  static constexpr double kPrior[kTableK] = {0.35, 0.12, 0.06, 0.04, 0.03,
-                                             0.02, 0.015, 0.01, 0.01, 0.01};
-  constexpr double kPriorParents = 20;
-  const double n = static_cast<double>(s.branch_parents_reached);
-  std::vector<double> p(kTableK);
-  for (int k = 0; k < kTableK; ++k) {
-    const double hits = static_cast<double>(s.accepted_rank[static_cast<int>(NodeSource::kBranch)][k]);
-    p[k] = (hits + kPrior[k] * kPriorParents) / (n + kPriorParents);
-  }
-  return p;
-}
-
 }  // namespace
-
-bool ParseSpecMethod(std::string_view name, SpecMethod* out) {
-  for (const MethodName& m : kMethodNames) {
-    if (name == m.name) {
-      *out = m.method;
-      return true;
-    }
-  }
-  return false;
-}
-
-const char* SpecMethodName(SpecMethod m) {
-  for (const MethodName& e : kMethodNames) {
-    if (e.method == m) return e.name;
-  }
-  return "?";
-}
-
-Status ParseSpecVariant(std::string_view name, SpecParams* out) {
-  SpecParams p;
-  size_t start = 0;
-  bool first = true;
-  while (start <= name.size()) {
-    const size_t end = std::min(name.find('+', start), name.size());
-    const std::string_view part = name.substr(start, end - start);
-    if (first) {
-      if (!ParseSpecMethod(part, &p.method)) {
-        return Status::Error("unknown method '" + std::string(part) +
-                             "' (none|pld|tr|balanced|sequoia|goose)");
-      }
-      first = false;
-    } else if (part == "paper" && p.method == SpecMethod::kGoose) {
-      p.paper_preset = true;
-    } else if (part == "keep" || part == "cold") {
-      p.keep_table = part == "keep" ? 1 : 0;
-    } else if ((part == "k3" || part == "k5") && p.method == SpecMethod::kBalanced) {
-      p.branch_k = part == "k3" ? 3 : 5;
-    } else if (part == "noextras" && p.method == SpecMethod::kGoose) {
-      p.unigram_extras = false;
-    } else {
-      return Status::Error("unknown modifier '" + std::string(part) + "' in '" +
-                           std::string(name) + "' (paper, keep, cold, k3, k5, noextras)");
-    }
-    start = end + 1;
-  }
-  *out = p;
-  return Status::Ok();
-}
-
-namespace {
-
-bool UsesTable(SpecMethod m) { return m != SpecMethod::kNone && m != SpecMethod::kPld; }
-bool TunedGoose(const SpecParams& spec) {
-  return spec.method == SpecMethod::kGoose && !spec.paper_preset;
-}
-bool KeepsTable(const SpecParams& spec) {
-  if (spec.keep_table >= 0) return spec.keep_table != 0;
-  return spec.method == SpecMethod::kTr || TunedGoose(spec);  // convention 6
-}
-
-}  // namespace
-
-std::string SpecVariantKey(const SpecParams& spec) {
-  std::string key = SpecMethodName(spec.method);
-  if (!UsesTable(spec.method)) return key;
-  if (spec.method == SpecMethod::kGoose && spec.paper_preset) key += "+paper";
-  if (spec.method == SpecMethod::kBalanced) key += "+k" + std::to_string(spec.branch_k);
-  if (TunedGoose(spec) && !spec.unigram_extras) key += "+noextras";
-  return key + (KeepsTable(spec) ? "+keep" : "+cold");
-}
 
 uint64_t ModelFingerprint(const Model& model) {
   uint64_t h = 0x676f6f7365ull;  // "goose"
@@ -149,184 +49,36 @@ uint64_t ModelFingerprint(const Model& model) {
   return h;
 }
 
-int DefaultBudget(SpecMethod m) {
-  switch (m) {
-    case SpecMethod::kNone:
-      return 1;
-    case SpecMethod::kPld:
-      return 11;  // root + PLD's 10 tokens
-    case SpecMethod::kTr:
-      return 81;  // TR's fixed template (convention 16)
-    default:
-      return 60;  // GOOSE's B0, and the same budget for the balanced/Sequoia controls
-  }
+Learned& LearnedStore::Get(const SpecParams& spec, const DrafterEnv& env) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_ptr<Learned>& l = learned_[SpecVariantKey(spec)];
+  if (!l) l = MethodOf(spec).NewLearned(spec, env);
+  return *l;
 }
 
-// Everything a method variant learns across requests.
-struct Engine::MethodState {
-  std::unique_ptr<TransitionTable> table;  // nullptr for none / pld
-  SpecStats stats;  // every cycle so far (Sequoia's per-rank acceptance, the auto budget)
-  AcceptanceTracker goose_acceptance;  // tuned GOOSE: per-edge acceptance
-  SequoiaShape sequoia_shape;
-  int64_t sequoia_shape_cycles = -1;
-  int sequoia_budget = 0;
-};
-
-Engine::Engine(const Model& model, int n_ctx, ThreadPool* pool)
+Engine::Engine(const Model& model, int n_ctx, ThreadPool* pool,
+               std::shared_ptr<LearnedStore> shared)
     : model_(model),
-      pool_(pool),
       ctx_(std::make_unique<Context>(model, n_ctx, pool)),
-      fingerprint_(ModelFingerprint(model)) {}
+      shared_(shared ? std::move(shared) : std::make_shared<LearnedStore>()) {
+  env_.target = &model;
+  env_.target_fingerprint = ModelFingerprint(model);
+  env_.pool = pool;
+}
 
 Engine::~Engine() = default;
 
 int Engine::n_ctx() const { return ctx_->n_ctx(); }
 
-Engine::MethodState& Engine::State(const SpecParams& spec) {
-  std::unique_ptr<MethodState>& s = states_[SpecVariantKey(spec)];
-  if (!s) {
-    s = std::make_unique<MethodState>();
-    if (UsesTable(spec.method)) {
-      // TR's reference table is unigram-only; the others carry GOOSE's bigram tier.
-      const bool bigram = spec.method != SpecMethod::kTr;
-      s->table = std::make_unique<TransitionTable>(model_.config().n_vocab, kTableK, 16, bigram,
-                                                   fingerprint_);
-    }
-  }
-  return *s;
+Learned& Engine::learned(const SpecParams& spec) {
+  const Method& m = MethodOf(spec);
+  if (!m.uses_table() || m.KeepsTable(spec)) return shared_->Get(spec, env_);
+  std::unique_ptr<Learned>& l = private_[SpecVariantKey(spec)];
+  if (!l) l = m.NewLearned(spec, env_);
+  return *l;
 }
 
-TransitionTable* Engine::table(const SpecParams& spec) { return State(spec).table.get(); }
-
-TransitionTable* Engine::table(SpecMethod m) {
-  SpecParams spec;
-  spec.method = m;
-  spec.keep_table = 1;
-  return table(spec);
-}
-
-const SpecStats& Engine::variant_stats(const SpecParams& spec) { return State(spec).stats; }
-
-struct Engine::Request {
-  Request(const GenerateParams& p, MethodState& s)
-      : params(p),
-        method(p.spec.method),
-        tuned_goose(TunedGoose(p.spec)),
-        state(s),
-        table(s.table.get()),
-        sampler(p.sampling),
-        topk_ids(kTableK),
-        topk_scores(kTableK) {}
-
-  const GenerateParams& params;
-  SpecMethod method;
-  bool tuned_goose;
-  MethodState& state;
-  TransitionTable* table;  // nullptr for none / pld
-  Sampler sampler;
-  ContextMatcher matcher;  // pool = prompt + committed tokens (PLD and GOOSE only)
-  int32_t anchor = -1;     // last committed token, not yet in the KV cache
-  int32_t anchor_prev = -1;
-  SpineEma spine_ema;      // paper GOOSE's spine-acceptance EMA (§1.8), exact
-  SpecStats stats;
-  std::vector<int32_t> topk_ids;
-  std::vector<float> topk_scores;
-
-  bool UsesMatcher() const { return method == SpecMethod::kPld || method == SpecMethod::kGoose; }
-  void Harvest(const float* logits, int n_vocab, int32_t prev, int32_t token) {
-    TopK(logits, n_vocab, kTableK, topk_ids.data(), topk_scores.data());
-    table->Harvest(prev, token, topk_ids, topk_scores);
-  }
-};
-
-Engine::Draft Engine::ProposeTree(Request& r, int budget) {
-  Draft d;
-  d.tree.Reset(r.anchor);
-  const TransitionTable* table = r.table;
-  const SpecParams& spec = r.params.spec;
-  // A chosen budget of 1 means "a plain step pays best": no method drafts then.
-  const SpecMethod method = spec.choose_budget && budget == 1 ? SpecMethod::kNone : r.method;
-  switch (method) {
-    case SpecMethod::kNone:
-      break;
-    case SpecMethod::kPld:
-      d.tree = BuildChain(r.anchor, r.matcher.ProposePld(3, 1, 10), budget);
-      break;
-    case SpecMethod::kTr:
-      d.tree = BuildTrTree(r.anchor, *table);
-      if (spec.budget > 0) d.tree.Truncate(budget);  // an explicit budget cuts the template
-      d.root_row_has_prev = false;
-      break;
-    case SpecMethod::kBalanced:
-      if (table->HasSuccessors(r.anchor, r.anchor_prev)) {
-        BalancedParams bp;
-        bp.budget = budget;
-        bp.k = spec.branch_k;
-        d.tree = BuildBalancedTree(r.anchor, r.anchor_prev, *table, bp);
-        d.root_row_has_prev = false;
-      }
-      break;
-    case SpecMethod::kSequoia:
-      if (table->HasSuccessors(r.anchor, r.anchor_prev)) {
-        // Re-solve the DP as the measured per-rank acceptance moves (every 16 cycles).
-        MethodState& s = r.state;
-        const int64_t seen = s.stats.cycles;
-        if (s.sequoia_shape_cycles < 0 || seen - s.sequoia_shape_cycles >= 16 ||
-            s.sequoia_budget != budget) {
-          s.sequoia_shape = SequoiaDp(SequoiaAcceptance(s.stats), budget, 6);
-          s.sequoia_shape_cycles = seen;
-          s.sequoia_budget = budget;
-        }
-        d.tree = BuildFromTemplate(r.anchor, r.anchor_prev, s.sequoia_shape, *table, 0.0f);
-        d.root_row_has_prev = false;
-      }
-      break;
-    case SpecMethod::kGoose:
-      if (r.tuned_goose) {
-        // Best-first tree over measured acceptance (tree/best_first_builder.h).
-        const ContextMatcher::Spine spine = r.matcher.ProposeSpine();
-        if (!spine.tokens.empty() || table->HasSuccessors(r.anchor, r.anchor_prev)) {
-          BestFirstParams bf;
-          bf.budget = budget;
-          bf.unigram_extras = spec.unigram_extras;
-          bf.spine_class = spine.consensus ? 0 : 1;
-          d.tree = BuildBestFirstTree(r.anchor, r.anchor_prev, spine.tokens,
-                                      r.state.goose_acceptance.model(), *table, bf);
-          d.root_row_has_prev = false;
-          d.spine_class = bf.spine_class;
-        }
-      } else if (table->HasSuccessors(r.anchor, r.anchor_prev)) {
-        // §1.6 routing: tree route when the table knows the anchor, else chain, else AR.
-        const ContextMatcher::Spine spine = r.matcher.ProposeSpine();
-        GooseParams goose;
-        goose.base_budget = budget;
-        d.tree = BuildSpineTree(r.anchor, r.anchor_prev, spine.tokens, spine.confidence,
-                                r.spine_ema, *table, goose);
-        d.root_row_has_prev = false;
-      } else {
-        const ContextMatch m = r.matcher.Propose();
-        d.tree = BuildChain(r.anchor, m.tokens, 1 + static_cast<int>(m.tokens.size()));
-      }
-      break;
-  }
-  if (d.tree.size() == 1) d.root_row_has_prev = true;  // a plain step
-  return d;
-}
-
-// Every evaluated row, rejected nodes included, in node order (so the last occurrence of a token
-// wins); a row's bigram predecessor is its tree parent (conventions 5 and 7).
-void Engine::HarvestRows(Request& r, const DraftTree& tree, bool root_row_has_prev) {
-  const int n_vocab = model_.config().n_vocab;
-  for (int i = 0; i < tree.size(); ++i) {
-    const int32_t prev =
-        i > 0 ? tree.tokens[tree.parents[i]] : (root_row_has_prev ? r.anchor_prev : -1);
-    r.Harvest(ctx_->logits(i), n_vocab, prev, tree.tokens[i]);
-  }
-}
-
-StatusOr<GenerateResult> Engine::Generate(std::span<const int32_t> prompt,
-                                          const GenerateParams& params,
-                                          const TokenCallback& on_tokens) {
+Status Engine::CheckRequest(std::span<const int32_t> prompt, const GenerateParams& params) const {
   const int n_vocab = model_.config().n_vocab;
   if (prompt.empty()) return Status::Error("empty prompt: nothing to condition on");
   for (int32_t t : prompt) {
@@ -340,61 +92,78 @@ StatusOr<GenerateResult> Engine::Generate(std::span<const int32_t> prompt,
     return Status::Error(StrFormat("prompt has %d tokens but the context holds %d (raise -c)",
                                    n_prompt, ctx_->n_ctx()));
   }
-  if (params.n_predict <= 0) return GenerateResult{};
-
   for (int32_t t : params.stop_tokens) {
     if (t < 0 || t >= n_vocab) {
       return Status::Error(StrFormat("stop token id %d is outside the vocabulary (0..%d)", t,
                                      n_vocab - 1));
     }
   }
+  if (FindMethod(params.spec.method) == nullptr) {
+    return Status::Error("unknown method '" + params.spec.method + "' (" + MethodNames() + ")");
+  }
+  return Status::Ok();
+}
 
-  const SpecParams& spec = params.spec;
-  const SpecMethod method = spec.method;
-  MethodState& state = State(spec);
-  Request r(params, state);
-  if (r.table && !KeepsTable(spec)) r.table->Clear();
-  const Tokenizer& tok = model_.tokenizer();
-  const std::vector<int32_t>& extra_stops = params.stop_tokens;
-  auto is_stop = [&](int32_t t) {
-    return !params.ignore_eos &&
-           (tok.IsEog(t) || std::find(extra_stops.begin(), extra_stops.end(), t) !=
-                                extra_stops.end());
-  };
-
-  // Prefill: chain passes over the prompt, prefill_chunk tokens each; the last row gives
-  // generated token 1.
-  GenerateResult result;
-  auto t0 = std::chrono::steady_clock::now();
+// Chain passes over the prompt, prefill_chunk tokens each, each observed by the drafter; the
+// last row gives generated token 1.
+StatusOr<int32_t> Engine::Prefill(std::span<const int32_t> prompt, const GenerateParams& params,
+                                  Drafter& drafter, std::mutex& learned_mu, Sampler& sampler) {
+  const int n_prompt = static_cast<int>(prompt.size());
+  {
+    std::lock_guard<std::mutex> lock(learned_mu);
+    drafter.Begin(prompt);
+  }
   ctx_->Truncate(0);
   const int chunk = PrefillPassTokens(params, n_prompt);
   int32_t first = -1;
   for (int i0 = 0; i0 < n_prompt; i0 += chunk) {
     const int i1 = std::min(n_prompt, i0 + chunk);
     GOOSE_RETURN_IF_ERROR(ctx_->ForwardChain(prompt.subspan(i0, i1 - i0)));
-    if (r.table) {
-      // Convention 4: GOOSE-family tables harvest every prompt row, TR only the last one.
-      for (int i = std::max(i0, method == SpecMethod::kTr ? n_prompt - 1 : 0); i < i1; ++i) {
-        r.Harvest(ctx_->logits(i - i0), n_vocab, i > 0 ? prompt[i - 1] : -1, prompt[i]);
-      }
+    {
+      std::lock_guard<std::mutex> lock(learned_mu);
+      drafter.ObservePrefill(prompt, i0, i1, *ctx_);
     }
-    if (i1 == n_prompt) first = r.sampler.Sample(ctx_->logits(i1 - 1 - i0), n_vocab, n_prompt);
+    if (i1 == n_prompt) {
+      first = sampler.Sample(ctx_->logits(i1 - 1 - i0), model_.config().n_vocab, n_prompt);
+    }
     ctx_->KeepAll();
   }
+  return first;
+}
+
+StatusOr<GenerateResult> Engine::Generate(std::span<const int32_t> prompt,
+                                          const GenerateParams& params,
+                                          const TokenCallback& on_tokens) {
+  GOOSE_RETURN_IF_ERROR(CheckRequest(prompt, params));
+  if (params.n_predict <= 0) return GenerateResult{};
+  const int n_vocab = model_.config().n_vocab;
+  const SpecParams& spec = params.spec;
+  Learned& learned = this->learned(spec);
+  std::unique_ptr<Drafter> drafter = MethodOf(spec).NewDrafter(spec, learned, env_);
+  Sampler sampler(params.sampling);
+  const Tokenizer& tok = model_.tokenizer();
+  auto is_stop = [&](int32_t t) {
+    const std::vector<int32_t>& extra = params.stop_tokens;
+    return !params.ignore_eos &&
+           (tok.IsEog(t) || std::find(extra.begin(), extra.end(), t) != extra.end());
+  };
+
+  GenerateResult result;
+  auto t0 = std::chrono::steady_clock::now();
+  auto first_or = Prefill(prompt, params, *drafter, learned.mu, sampler);
+  if (!first_or.ok()) return first_or.status();
+  const int32_t first = *first_or;
   result.prefill_seconds = Seconds(t0);
   t0 = std::chrono::steady_clock::now();
 
-  if (r.UsesMatcher()) {
-    r.matcher.Append(prompt);
-    r.matcher.Append(first);
-  }
+  drafter->Commit(std::span<const int32_t>(&first, 1));
   std::vector<int32_t>& out = result.tokens;
   out.push_back(first);
   bool stopped = is_stop(first);
   if (on_tokens && !on_tokens(std::span<const int32_t>(&first, 1))) stopped = true;
-  r.anchor = first;
-  r.anchor_prev = prompt.back();
-  SpecStats& history = state.stats;  // updated every cycle
+  CycleInput in;
+  in.anchor = first;
+  in.anchor_prev = prompt.back();
 
   while (!stopped && static_cast<int>(out.size()) < params.n_predict) {
     const int n_past = ctx_->n_past();
@@ -402,44 +171,50 @@ StatusOr<GenerateResult> Engine::Generate(std::span<const int32_t> prompt,
       result.hit_context_limit = true;
       break;
     }
-    int budget = spec.budget > 0 ? spec.budget : DefaultBudget(method);
-    if (spec.choose_budget) budget = std::clamp(spec.choose_budget(history), 1, 128);
-    // Sources propose, a builder shapes the tree ...
-    Draft d = ProposeTree(r, budget);
-    DraftTree& tree = d.tree;
+    // The drafter proposes a tree ...
+    Proposal proposal;
+    {
+      std::lock_guard<std::mutex> lock(learned.mu);
+      in.budget = ResolvedBudget(spec);
+      const bool chosen = static_cast<bool>(spec.choose_budget);
+      if (chosen) in.budget = std::clamp(spec.choose_budget(learned.stats), 1, 128);
+      if (chosen && in.budget == 1) {
+        proposal.tree.Reset(in.anchor);  // a plain step pays best: nobody drafts
+      } else {
+        proposal = drafter->Propose(in);
+      }
+    }
+    DraftTree& tree = proposal.tree;
     tree.Truncate(ctx_->n_ctx() - n_past);
+    if (tree.size() == 1) proposal.route = Route::kAr;
     // ... the model scores it ...
     GOOSE_RETURN_IF_ERROR(ctx_->Forward(tree.tokens, tree.parents));
     // ... the verifier accepts, sampling each visited node at its own position ...
     auto target = [&](int node) {
-      return r.sampler.Sample(ctx_->logits(node), n_vocab, n_past + tree.depth[node] + 1);
+      return sampler.Sample(ctx_->logits(node), n_vocab, n_past + tree.depth[node] + 1);
     };
     const AcceptResult acc = WalkTree(tree, target, is_stop);
-    // ... and the engine commits: KV keeps the root and the accepted path.
-    if (r.table) HarvestRows(r, tree, d.root_row_has_prev);
-    if (params.on_cycle) params.on_cycle(tree, acc);
+    // ... the drafter learns from every scored row, and the engine commits: KV keeps the root
+    // and the accepted path.
+    {
+      std::lock_guard<std::mutex> lock(learned.mu);
+      drafter->Observe(in, proposal, *ctx_, acc);
+      AccumulateStats(tree, proposal.route, acc, &learned.stats);
+    }
+    AccumulateStats(tree, proposal.route, acc, &result.stats);
+    if (params.on_cycle) params.on_cycle(proposal, acc);
     std::vector<int32_t> keep = {0};
     keep.insert(keep.end(), acc.path.begin(), acc.path.end());
     ctx_->KeepPath(keep);
-
-    AccumulateStats(tree, acc, &r.stats);
-    AccumulateStats(tree, acc, &history);
-    if (d.spine_class >= 0) state.goose_acceptance.Update(tree, acc, d.spine_class);
-    if (method == SpecMethod::kGoose && !r.tuned_goose && InferRoute(tree) == Route::kSpineTree) {
-      int spine_nodes = 0, spine_accepted = 0;
-      for (int i = 1; i < tree.size(); ++i) spine_nodes += tree.source[i] == NodeSource::kSpine;
-      for (int32_t v : acc.path) spine_accepted += tree.source[v] == NodeSource::kSpine;
-      r.spine_ema.Update(spine_accepted, spine_nodes);
-    }
 
     const size_t before = out.size();
     for (int32_t t : acc.tokens) {
       if (static_cast<int>(out.size()) >= params.n_predict) break;  // convention 2
       out.push_back(t);
     }
-    if (r.UsesMatcher()) r.matcher.Append(acc.tokens);
-    r.anchor_prev = acc.path.empty() ? r.anchor : tree.tokens[acc.path.back()];
-    r.anchor = acc.bonus;
+    drafter->Commit(acc.tokens);
+    in.anchor_prev = acc.path.empty() ? in.anchor : tree.tokens[acc.path.back()];
+    in.anchor = acc.bonus;
     stopped = acc.stopped;
     if (on_tokens && out.size() > before &&
         !on_tokens(std::span<const int32_t>(out.data() + before, out.size() - before))) {
@@ -447,8 +222,7 @@ StatusOr<GenerateResult> Engine::Generate(std::span<const int32_t> prompt,
     }
   }
   result.decode_seconds = Seconds(t0);
-  result.stats = r.stats;
-  total_.Merge(r.stats);
+  total_.Merge(result.stats);
   return result;
 }
 

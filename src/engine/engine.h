@@ -1,21 +1,23 @@
-// Engine: the decoding loop. Plain decoding and every speculative method run through one cycle:
-//   a source proposes -> a builder shapes a DraftTree rooted at the anchor -> Context::Forward
-//   scores it -> WalkTree accepts (greedy or position-keyed sampling) -> KeepPath commits the
-//   accepted KV entries -> every evaluated row is harvested into the transition table.
+// Engine: the decoding loop. Plain decoding and every speculative method run the same cycle:
+//   the method's Drafter proposes a DraftTree rooted at the anchor -> Context::Forward scores it
+//   -> WalkTree accepts (greedy or position-keyed sampling) -> KeepPath commits the accepted KV
+//   entries -> the drafter observes the scored rows and what was accepted -> the tokens commit.
 // A plain step is the one-node tree, so every method emits exactly the tokens plain decoding
-// emits (the model's tree logits are bit-identical to one-token logits).
+// emits (the model's tree logits are bit-identical to one-token logits). Methods live in
+// method/ (method.h); the engine knows none of them by name.
 //
-// Conventions follow docs/algorithms.md §9: the prompt is prefilled in one pass whose last row
-// yields generated token 1; forward passes are counted after prefill (MAT = generated / passes);
-// the last cycle may overshoot n_predict and is cut; stop tokens (the model's end-of-generation
-// tokens and GenerateParams::stop_tokens) end generation unless ignore_eos, right after the
-// first one committed, even inside an accepted path.
+// Conventions follow docs/methods.md (conventions): the prompt is prefilled in passes whose last
+// row yields generated token 1; forward passes are counted after prefill (MAT = generated /
+// passes); the last cycle may overshoot n_predict and is cut; stop tokens (the model's
+// end-of-generation tokens and GenerateParams::stop_tokens) end generation unless ignore_eos,
+// right after the first one committed, even inside an accepted path.
 //
-// Not thread-safe: one Engine per thread. What a method learns across requests (transition
-// table, statistics, builder state) belongs to its variant (SpecVariantKey: method, preset,
-// branching, extras, table lifetime), so interleaved variants never feed each other's drafts.
-// Tables persist across Generate() calls where the variant keeps them (TR, and the tuned GOOSE,
-// by default), which is the point (hot start).
+// What a variant learns across requests (its Learned: table, statistics, acceptance model) is
+// kept per SpecVariantKey, so interleaved variants never feed each other's drafts. Variants that
+// keep their tables (TR and the tuned GOOSE by default) live in a LearnedStore that several
+// Engines of one model may share (server slots): the engine holds the variant's mutex around
+// every drafter call that touches it, never during a forward pass. Per-request (cold) variants
+// stay private to the engine. An Engine itself is not thread-safe: one per thread.
 #pragma once
 
 #include <algorithm>
@@ -23,56 +25,23 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
 
-#include "draft/context_matcher.h"
-#include "draft/transition_table.h"
-#include "engine/acceptance_tracker.h"
+#include "method/method.h"
 #include "model/model.h"
 #include "sample/sampler.h"
-#include "tree/tree_builders.h"
 #include "util/status.h"
 #include "util/thread_pool.h"
 #include "verify/spec_stats.h"
 
 namespace goose {
 
-enum class SpecMethod { kNone, kPld, kTr, kBalanced, kSequoia, kGoose };
-bool ParseSpecMethod(std::string_view name, SpecMethod* out);
-const char* SpecMethodName(SpecMethod m);
-struct SpecParams;
-// A method with modifiers, for ablations and baselines by name: METHOD[+MOD...], MOD one of
-// paper (GOOSE reference preset), keep / cold (tables kept across requests or reset),
-// k3 / k5 (balanced branching), noextras (tuned GOOSE without unigram-row extra candidates).
-// E.g. "goose+paper+keep", "balanced+k5", "goose+cold". Leaves the budget alone.
-Status ParseSpecVariant(std::string_view name, SpecParams* out);
-// The canonical variant name of what `spec` learns across requests, table lifetime resolved:
-// "none", "pld", "tr+keep", "balanced+k3+cold", "sequoia+cold", "goose+keep",
-// "goose+noextras+keep", "goose+paper+cold", ... (budget and choose_budget are not part of it).
-// ParseSpecVariant reads it back.
-std::string SpecVariantKey(const SpecParams& spec);
-
-struct SpecParams {
-  SpecMethod method = SpecMethod::kNone;
-  int budget = 0;  // node budget incl. root; 0 = the method's default. TR: cuts its template.
-  int branch_k = 3;            // balanced: children per node
-  bool paper_preset = false;   // GOOSE: reference defaults and conventions (§1.9, §9) exactly
-  // Keep transition tables across requests (hot start). -1 = method default (TR and tuned GOOSE
-  // keep; paper GOOSE, balanced and Sequoia reset per request, as their references).
-  int keep_table = -1;
-  // Tuned GOOSE: also draft unigram-row tokens missing from a known bigram list.
-  bool unigram_extras = true;
-  // Cost-aware budget (--budget auto): if set, called before every cycle with the statistics
-  // measured so far for this method (across requests, up to the previous cycle) and returns the
-  // node budget to use.
-  std::function<int(const SpecStats& history)> choose_budget;
-};
-
-// Called after every verified cycle (after the harvest, before the commit) with the scored tree
-// and what the walk accepted; for tests and tracing.
-using CycleCallback = std::function<void(const DraftTree& tree, const AcceptResult& accepted)>;
+// Called after every verified cycle (after the drafter observed it, before the commit) with the
+// scored proposal and what the walk accepted; for tests and tracing.
+using CycleCallback = std::function<void(const Proposal& proposal, const AcceptResult& accepted)>;
 
 struct GenerateParams {
   int n_predict = 128;
@@ -84,7 +53,7 @@ struct GenerateParams {
   bool ignore_eos = false;
   // Extra stop tokens, honoured like the model's end-of-generation tokens (unless ignore_eos).
   std::vector<int32_t> stop_tokens;
-  SpecParams spec;
+  SpecParams spec;  // must have come through ParseSpecVariant (or name a method with defaults)
   CycleCallback on_cycle;
 };
 
@@ -104,10 +73,23 @@ struct GenerateResult {
 // Called with the newly committed tokens after every cycle; return false to stop early.
 using TokenCallback = std::function<bool(std::span<const int32_t>)>;
 
+// Learned state of the variants that keep it across requests, by SpecVariantKey; thread-safe.
+class LearnedStore {
+ public:
+  // The variant's Learned, created on first use. Entries are never removed.
+  Learned& Get(const SpecParams& spec, const DrafterEnv& env);
+
+ private:
+  std::mutex mu_;
+  std::map<std::string, std::unique_ptr<Learned>> learned_;
+};
+
 class Engine {
  public:
-  // n_ctx = 0: min(model context, 4096).
-  Engine(const Model& model, int n_ctx, ThreadPool* pool);
+  // n_ctx = 0: min(model context, 4096). `shared`: the store of kept variants to share with
+  // other engines of the same model (null: the engine's own).
+  Engine(const Model& model, int n_ctx, ThreadPool* pool,
+         std::shared_ptr<LearnedStore> shared = nullptr);
   ~Engine();
 
   StatusOr<GenerateResult> Generate(std::span<const int32_t> prompt, const GenerateParams& params,
@@ -117,42 +99,30 @@ class Engine {
   int n_ctx() const;
   // Cumulative statistics over all requests since construction.
   const SpecStats& total_stats() const { return total_; }
-  // The transition table requests with `spec` draft from (nullptr for none/pld); for
-  // --tr-cache save/load. Load it, then run with keep_table = 1 (or a variant that keeps):
-  // a variant that does not keep its table clears it at the start of every request.
-  TransitionTable* table(const SpecParams& spec);
-  // The table of `m` with keep_table = 1 and otherwise default modifiers (the tuned GOOSE for
-  // kGoose, not the paper preset).
-  TransitionTable* table(SpecMethod m);
-  // Statistics of every request of the variant of `spec` so far (see SpecVariantKey).
-  const SpecStats& variant_stats(const SpecParams& spec);
+  // What the variant of `spec` has learned so far (its table is null for methods without one).
+  // For --tr-cache save/load: load the table, then run a variant that keeps it (a variant that
+  // does not clears it at the start of every request). Not to be used while another engine
+  // sharing the store generates.
+  Learned& learned(const SpecParams& spec);
+  TransitionTable* table(const SpecParams& spec) { return learned(spec).table.get(); }
+  const SpecStats& variant_stats(const SpecParams& spec) { return learned(spec).stats; }
   // Identity of the model (config, tensor directory, a sample of every tensor's bytes); stored
   // in saved tables so a table never loads into another model's engine.
-  uint64_t model_fingerprint() const { return fingerprint_; }
+  uint64_t model_fingerprint() const { return env_.target_fingerprint; }
 
  private:
-  struct Request;       // per-request decoding state (engine.cc)
-  struct MethodState;   // what a variant learns across requests (engine.cc)
-  struct Draft {    // one cycle's tree and how to harvest/learn from it
-    DraftTree tree;
-    bool root_row_has_prev = true;  // chain route / plain step: row 0's predecessor is known
-    int spine_class = -1;           // tuned GOOSE: match class of the spine, else -1
-  };
-  Draft ProposeTree(Request& r, int budget);
-  void HarvestRows(Request& r, const DraftTree& tree, bool root_row_has_prev);
-  MethodState& State(const SpecParams& spec);
+  Status CheckRequest(std::span<const int32_t> prompt, const GenerateParams& params) const;
+  StatusOr<int32_t> Prefill(std::span<const int32_t> prompt, const GenerateParams& params,
+                            Drafter& drafter, std::mutex& learned_mu, Sampler& sampler);
   const Model& model_;
-  ThreadPool* pool_;
   std::unique_ptr<Context> ctx_;
-  uint64_t fingerprint_;
-  std::map<std::string, std::unique_ptr<MethodState>> states_;  // by SpecVariantKey
+  DrafterEnv env_;
+  std::shared_ptr<LearnedStore> shared_;
+  std::map<std::string, std::unique_ptr<Learned>> private_;  // variants that do not keep
   SpecStats total_;
 };
 
 // See Engine::model_fingerprint().
 uint64_t ModelFingerprint(const Model& model);
-
-// Default node budget of a method (root included).
-int DefaultBudget(SpecMethod m);
 
 }  // namespace goose

@@ -4,6 +4,8 @@
 // results are bit-identical across levels; the cap exists so tests can prove that.
 #pragma once
 
+#include <string>
+
 namespace goose {
 
 // kAmx: AVX-512 plus AMX-INT8 tiles that the OS lets this process use (the int8 kernels' widest
@@ -26,5 +28,7 @@ bool HasAvx512Vnni();
 bool HasAmxInt8();
 // An AMD CPU (the kernels' prefetch policy differs by vendor, as measured: qmatmul_internal.h).
 bool IsAmdCpu();
+// /proc/cpuinfo's "model name", or "unknown".
+std::string CpuModelName();
 
 }  // namespace goose

@@ -23,21 +23,12 @@ const char* RouteName(Route r) {
   return "?";
 }
 
-Route InferRoute(const DraftTree& tree) {
-  if (tree.size() <= 1) return Route::kAr;
-  bool spine = false;
-  for (int i = 1; i < tree.size(); ++i) {
-    if (tree.source[i] == NodeSource::kChain) return Route::kChain;
-    spine |= tree.source[i] == NodeSource::kSpine;
-  }
-  return spine ? Route::kSpineTree : Route::kBranchTree;
-}
-
-void AccumulateStats(const DraftTree& tree, const AcceptResult& result, SpecStats* stats) {
+void AccumulateStats(const DraftTree& tree, Route route, const AcceptResult& result,
+                     SpecStats* stats) {
   const int n = tree.size();
   GOOSE_CHECK(stats != nullptr && n >= 1);
   ++stats->cycles;
-  ++stats->route_cycles[static_cast<int>(InferRoute(tree))];
+  ++stats->route_cycles[static_cast<int>(route)];
   stats->committed += static_cast<int64_t>(result.tokens.size());
   if (result.bonus >= 0) ++stats->bonus;
   if (result.stopped) ++stats->stopped;

@@ -1,8 +1,8 @@
 // SpecStats: per-cycle speculation counters (docs/algorithms.md §1.8, §8.6, convention 13).
 //
 // Contract
-// - AccumulateStats(tree, result, stats) adds one verified cycle: the route (inferred from the
-//   tree, see InferRoute), drafted / reached / accepted nodes per source, per depth and per
+// - AccumulateStats(tree, route, result, stats) adds one verified cycle: its route (as the
+//   method that built the tree reports it), drafted / reached / accepted nodes per source, per depth and per
 //   rank, committed and bonus tokens, stops and spine continuations.
 // - "Reached" = the node's parent is on the accepted path (the root counts as accepted), so
 //   accepted[s] / reached[s] is the per-reached-node acceptance rate of source s.
@@ -27,10 +27,6 @@ namespace goose {
 enum class Route : uint8_t { kAr = 0, kChain = 1, kBranchTree = 2, kSpineTree = 3 };
 constexpr int kNumRoutes = 4;
 const char* RouteName(Route r);
-
-// Root only -> AR step; any kChain node -> chain route; any kSpine node -> spine tree; else
-// branch tree.
-Route InferRoute(const DraftTree& tree);
 
 struct SpecStats {
   static constexpr int kMaxDepth = 128;
@@ -69,6 +65,7 @@ struct SpecStats {
   std::string Summary() const;
 };
 
-void AccumulateStats(const DraftTree& tree, const AcceptResult& result, SpecStats* stats);
+void AccumulateStats(const DraftTree& tree, Route route, const AcceptResult& result,
+                     SpecStats* stats);
 
 }  // namespace goose

@@ -84,6 +84,21 @@ TEST(BenchReport, PlotsKeepVariantsApartAndPickRowsByMat) {
   std::filesystem::remove_all(dir);
 }
 
+// Paths go into the gnuplot script as string literals: a folder with quotes, spaces and a
+// backslash still gets its plots.
+TEST(BenchReport, PlotsInAFolderWithQuotesInItsName) {
+  ASSERT_TRUE(GnuplotAvailable());
+  const std::string dir = testing::TempDir("report") + "/it's \"odd\" \\ dir";
+  std::filesystem::create_directories(dir);
+  std::vector<std::string> files;
+  const Status st = WritePlots(Results(), dir, &files);
+  ASSERT_TRUE(st.ok()) << st.message();
+  for (const char* png : {"speedup_vs_budget.png", "mat_by_dataset.png", "acceptance_by_depth.png"}) {
+    EXPECT_TRUE(std::filesystem::exists(std::filesystem::path(dir) / png)) << png;
+  }
+  std::filesystem::remove_all(std::filesystem::path(dir).parent_path());
+}
+
 TEST(BenchReport, MarkdownShowsThePerPromptSpread) {
   const std::string md = ResultsMarkdown(Results());
   EXPECT_NE(md.find("per-prompt median [min, max]"), std::string::npos);

@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "bench/bench_report.h"
-#include "bench/cost_cache.h"
+#include "engine/cost_cache.h"
 #include "bench_test_util.h"
 #include "model/model.h"
 
@@ -15,9 +15,7 @@ namespace {
 using nlohmann::json;
 
 TEST(MakeConfigs, NoneFirstAndBudgetFreeMethodsOnce) {
-  const auto c = MakeConfigs({SpecMethod::kPld, SpecMethod::kGoose, SpecMethod::kTr,
-                              SpecMethod::kNone, SpecMethod::kGoose},
-                             {16, kAutoBudget});
+  const auto c = MakeConfigs({"pld", "goose", "tr", "none", "goose"}, {16, kAutoBudget}).value();
   std::vector<std::string> labels;
   for (const auto& x : c) labels.push_back(x.Label());
   EXPECT_EQ(labels, (std::vector<std::string>{"none", "pld", "goose@16", "goose@auto", "tr"}));
@@ -70,7 +68,7 @@ class RunBenchTest : public ::testing::Test {
 
 TEST_F(RunBenchTest, OutputsMatchPlainAndSchemaHolds) {
   ThreadPool pool(1);
-  const auto configs = MakeConfigs({SpecMethod::kPld, SpecMethod::kGoose}, {16, kAutoBudget});
+  const auto configs = MakeConfigs({"pld", "goose"}, {16, kAutoBudget}).value();
   auto r = RunBench(*model_, &pool, sets_, configs, opt_);
   ASSERT_TRUE(r.ok()) << r.status().message();
   const json& j = *r;
@@ -143,7 +141,7 @@ TEST_F(RunBenchTest, OutputsMatchPlainAndSchemaHolds) {
 // trees than auto; without a cost model it is an error.
 TEST_F(RunBenchTest, AutoOnTheCostModelFollowsItsCurve) {
   ThreadPool pool(1);
-  const auto configs = MakeConfigs({SpecMethod::kGoose}, {kAutoBudget, kAutoCostModelBudget});
+  const auto configs = MakeConfigs({"goose"}, {kAutoBudget, kAutoCostModelBudget}).value();
   ASSERT_EQ(configs.size(), 3u);
   EXPECT_EQ(configs[2].Label(), "goose@auto-cm");
   opt_.model_cost = {{1, 1e-4}, {2, 4e-4}, {16, 1e-3}, {64, 1e-2}};
@@ -159,7 +157,7 @@ TEST_F(RunBenchTest, AutoOnTheCostModelFollowsItsCurve) {
 
 TEST_F(RunBenchTest, EqualityCheckCatchesAnInjectedMismatch) {
   ThreadPool pool(1);
-  const auto configs = MakeConfigs({SpecMethod::kTr}, {});
+  const auto configs = MakeConfigs({"tr"}, {}).value();
   auto inject = [](int config, const BenchPrompt& p, std::vector<int32_t>* ids) {
     if (config == 1 && p.id == "gsm8k:1") (*ids)[5] ^= 1;
   };
@@ -178,7 +176,7 @@ TEST_F(RunBenchTest, EqualityCheckCatchesAnInjectedMismatch) {
 TEST_F(RunBenchTest, RejectsAContextTooSmall) {
   ThreadPool pool(1);
   opt_.max_tokens = 1 << 20;
-  auto r = RunBench(*model_, &pool, sets_, MakeConfigs({}, {}), opt_);
+  auto r = RunBench(*model_, &pool, sets_, MakeConfigs({}, {}).value(), opt_);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("does not fit"), std::string::npos);
 }

@@ -1,7 +1,8 @@
-// Losslessness, end to end: every speculative method and the paper / k=5 variants, at several
-// budgets, greedy and sampled, on the real tiny model and a synthesized qwen2 model, emits
-// exactly the ids of plain decoding — also when a stop token ends generation inside an
-// accepted path.
+// Losslessness, end to end: every registered method variant (AllVariants(): presets, ablations,
+// both table lifetimes), at several budgets, greedy and sampled at two temperatures, on the real
+// tiny model and a synthesized qwen2 model, emits exactly the ids of plain decoding — also when
+// a stop token ends generation inside an accepted path. No method is named here: a new method's
+// variants join the sweep when it is registered.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -15,13 +16,19 @@
 namespace goose {
 namespace {
 
-constexpr const char* kVariants[] = {"pld",     "tr",    "balanced",   "balanced+k5",
-                                     "sequoia", "goose", "goose+paper"};
+// Every registered speculative variant.
+std::vector<std::string> Variants() {
+  std::vector<std::string> out;
+  for (const std::string& v : AllVariants()) {
+    if (v != "none") out.push_back(v);
+  }
+  return out;
+}
 
 struct Case {
   const char* model;    // "tiny" | "qwen2"
-  const char* variant;  // ParseSpecVariant name
-  bool sampled;         // temp 0.8, top-p 0.95 (top-k off)
+  std::string variant;  // ParseSpecVariant name
+  float temp = 0;       // 0: greedy; else sampled with top-p 0.95 (top-k off)
   int top_k = 0;        // sampled only; an extra case keeps top-k 40 on
   int threads = 1;
 };
@@ -30,7 +37,8 @@ std::string CaseName(const testing::TestParamInfo<Case>& info) {
   std::string v = info.param.variant;
   std::replace(v.begin(), v.end(), '+', '_');
   std::string name = std::string(info.param.model) + "_" + v +
-                     (info.param.sampled ? "_sampled" : "_greedy");
+                     (info.param.temp > 0 ? "_sampled_t" + std::to_string(int(info.param.temp * 10))
+                                          : "_greedy");
   if (info.param.top_k > 0) name += "_topk" + std::to_string(info.param.top_k);
   if (info.param.threads > 1) name += "_t" + std::to_string(info.param.threads);
   return name;
@@ -44,8 +52,8 @@ GenerateParams Params(const Case& c, int n_predict, bool ignore_eos) {
   GenerateParams p;
   p.n_predict = n_predict;
   p.ignore_eos = ignore_eos;
-  if (c.sampled) {
-    p.sampling.temp = 0.8f;
+  if (c.temp > 0) {
+    p.sampling.temp = c.temp;
     p.sampling.top_p = 0.95f;
     p.sampling.top_k = c.top_k;
     p.sampling.seed = 1234;
@@ -117,7 +125,7 @@ TEST_P(LosslessTest, SpeculativeEqualsPlain) {
       ASSERT_TRUE(got.ok()) << got.status().message();
       const int diff = FirstDifference(ref, got->tokens);
       ASSERT_EQ(diff, -1) << c.variant << " budget " << budget << " prompt #" << pi
-                          << (c.sampled ? " sampled" : " greedy") << ": "
+                          << (c.temp > 0 ? " sampled" : " greedy") << ": "
                           << Describe(ref, got->tokens, diff);
       passes += got->stats.cycles;
       generated += static_cast<int64_t>(got->tokens.size());
@@ -131,12 +139,12 @@ TEST_P(LosslessTest, SpeculativeEqualsPlain) {
 std::vector<Case> AllCases() {
   std::vector<Case> cases;
   for (const char* m : {"tiny", "qwen2"}) {
-    for (const char* variant : kVariants) {
-      for (bool sampled : {false, true}) cases.push_back({m, variant, sampled});
+    for (const std::string& variant : Variants()) {
+      for (float temp : {0.0f, 0.8f, 1.5f}) cases.push_back({m, variant, temp});
     }
   }
   // The sampler's top-k on, and a second thread count.
-  cases.push_back({"tiny", "goose", true, 40, 2});
+  cases.push_back({"tiny", "goose", 0.8f, 40, 2});
   return cases;
 }
 
@@ -159,21 +167,21 @@ TEST(LosslessStops, StopTokenEndsGenerationLikePlainEvenInsideAnAcceptedPath) {
   const auto prompts = LosslessPrompts(model, 160);
   ThreadPool pool(1);
   int inside_path_total = 0;
-  for (const char* variant : kVariants) {
+  for (const std::string& variant : Variants()) {
     int inside_path_variant = 0;
-    for (bool sampled : {false, true}) {
-      SCOPED_TRACE(std::string(variant) + (sampled ? " sampled" : " greedy"));
+    for (float temp : {0.0f, 0.8f}) {
+      SCOPED_TRACE(variant + (temp > 0 ? " sampled" : " greedy"));
       Engine spec(model, 512, &pool);
       int stopped_prompts = 0, inside_path = 0;
       for (size_t pi = 0; pi < prompts.size(); pi += kSanitized ? 3 : 1) {
-        GenerateParams base = Params({"tiny", variant, sampled}, 96, /*ignore_eos=*/false);
+        GenerateParams base = Params({"tiny", variant, temp}, 96, /*ignore_eos=*/false);
         base.stop_tokens = {dot};
         const std::vector<int32_t>& ref = PlainIds(model, prompts[pi], base);
         ASSERT_FALSE(ref.empty());
         GenerateParams p = base;
         ASSERT_TRUE(ParseSpecVariant(variant, &p.spec).ok());
         AcceptResult last;
-        p.on_cycle = [&](const DraftTree&, const AcceptResult& acc) { last = acc; };
+        p.on_cycle = [&](const Proposal&, const AcceptResult& acc) { last = acc; };
         auto got = spec.Generate(prompts[pi], p);
         ASSERT_TRUE(got.ok()) << got.status().message();
         const int diff = FirstDifference(ref, got->tokens);

@@ -17,6 +17,13 @@ namespace {
 
 std::vector<int32_t> Prompt(const std::string& text) { return Tiny().tokenizer().Encode(text, true); }
 
+SpecParams Spec(const char* variant) {
+  SpecParams p;
+  EXPECT_TRUE(ParseSpecVariant(variant, &p).ok()) << variant;
+  return p;
+}
+SpecParams Tr() { return Spec("tr"); }
+
 TEST(Engine, PlainGreedyMatIsNOverNMinusOne) {
   ThreadPool pool(1);
   Engine e(Tiny(), 512, &pool);
@@ -33,14 +40,14 @@ TEST(Engine, PlainGreedyMatIsNOverNMinusOne) {
 TEST(Engine, SpeculativeCommitsAreCutToNPredictAndStatsAddUp) {
   ThreadPool pool(1);
   Engine e(Tiny(), 512, &pool);
-  for (SpecMethod m : {SpecMethod::kPld, SpecMethod::kTr, SpecMethod::kGoose}) {
+  for (const char* m : {"pld", "tr", "goose"}) {
     GenerateParams p;
     p.n_predict = 37;
     p.ignore_eos = true;
     p.spec.method = m;
     auto r = e.Generate(Prompt("I like cake. I like cake. I like cake. I like"), p);
     ASSERT_TRUE(r.ok());
-    EXPECT_EQ(r->tokens.size(), 37u) << SpecMethodName(m);
+    EXPECT_EQ(r->tokens.size(), 37u) << m;
     // Every cycle commits accepted + bonus; the last may overshoot n_predict (convention 2).
     int64_t accepted = 0;
     for (int s = 0; s < kNumSources; ++s) accepted += r->stats.accepted[s];
@@ -60,13 +67,12 @@ TEST(Engine, StopsAtEndOfSequenceUnlessIgnored) {
   auto plain = e.Generate(Prompt("Once upon a time"), p);
   ASSERT_TRUE(plain.ok());
   const bool stopped = Tiny().tokenizer().IsEog(plain->tokens.back());
-  for (SpecMethod m : {SpecMethod::kPld, SpecMethod::kTr, SpecMethod::kBalanced,
-                       SpecMethod::kSequoia, SpecMethod::kGoose}) {
+  for (const char* m : {"pld", "tr", "balanced", "sequoia", "goose"}) {
     GenerateParams q = p;
-    q.spec.method = m;
+    ASSERT_TRUE(ParseSpecVariant(m, &q.spec).ok());
     auto r = e.Generate(Prompt("Once upon a time"), q);
     ASSERT_TRUE(r.ok());
-    EXPECT_EQ(r->tokens, plain->tokens) << SpecMethodName(m);
+    EXPECT_EQ(r->tokens, plain->tokens) << m;
   }
   if (stopped) {
     p.ignore_eos = true;
@@ -78,7 +84,7 @@ TEST(Engine, StopsAtEndOfSequenceUnlessIgnored) {
 TEST(Engine, ContextLimitStopsCleanly) {
   ThreadPool pool(1);
   Engine e(Tiny(), 64, &pool);
-  for (SpecMethod m : {SpecMethod::kNone, SpecMethod::kTr, SpecMethod::kGoose}) {
+  for (const char* m : {"none", "tr", "goose"}) {
     GenerateParams p;
     p.n_predict = 500;
     p.ignore_eos = true;
@@ -89,7 +95,7 @@ TEST(Engine, ContextLimitStopsCleanly) {
     // Positions 0..63 hold the prompt and the generated tokens whose KV was written, plus the
     // last generated token (the anchor, never written).
     EXPECT_EQ(static_cast<int>(Prompt("Once upon a time").size() + r->tokens.size()), 65)
-        << SpecMethodName(m);
+        << m;
   }
 }
 
@@ -107,7 +113,7 @@ TEST(Engine, PrefillChunksChangeNothing) {
   for (int i = 0; i < 16; ++i) text += "Tom had a red ball. He liked to play with it every day. ";
   const std::vector<int32_t> prompt = Prompt(text);
   ASSERT_GT(prompt.size(), 260u);  // more than one default chunk
-  for (SpecMethod m : {SpecMethod::kNone, SpecMethod::kTr, SpecMethod::kGoose}) {
+  for (const char* m : {"none", "tr", "goose"}) {
     for (float temp : {0.0f, 0.8f}) {
       GenerateParams p;
       p.n_predict = 40;
@@ -123,8 +129,8 @@ TEST(Engine, PrefillChunksChangeNothing) {
         auto r = run(p, prompt);
         ASSERT_TRUE(r.ok());
         EXPECT_EQ(r->tokens, whole->tokens)
-            << SpecMethodName(m) << " temp " << temp << " chunk " << chunk;
-        EXPECT_EQ(r->stats.cycles, whole->stats.cycles) << SpecMethodName(m) << " " << chunk;
+            << m << " temp " << temp << " chunk " << chunk;
+        EXPECT_EQ(r->stats.cycles, whole->stats.cycles) << m << " " << chunk;
       }
     }
   }
@@ -148,20 +154,19 @@ TEST(Engine, TrTableIsKeptAcrossRequestsAndPaperGooseIsNot) {
   GenerateParams p;
   p.n_predict = 48;
   p.ignore_eos = true;
-  p.spec.method = SpecMethod::kTr;
+  p.spec.method = "tr";
   ASSERT_TRUE(e.Generate(Prompt("Once upon a time"), p).ok());
-  const size_t after_one = e.table(SpecMethod::kTr)->memory_bytes();
+  const size_t after_one = e.table(Tr())->memory_bytes();
   EXPECT_GT(after_one, 0u);
   int observed = 0;
-  for (int t = 0; t < Tiny().config().n_vocab; ++t) observed += e.table(SpecMethod::kTr)->Observed(t);
+  for (int t = 0; t < Tiny().config().n_vocab; ++t) observed += e.table(Tr())->Observed(t);
   EXPECT_GT(observed, 20);
   // A second request starts warm: its first cycle already drafts from harvested rows.
   auto second = e.Generate(Prompt("Once upon a time"), p);
   ASSERT_TRUE(second.ok());
   EXPECT_GT(second->stats.accepted[static_cast<int>(NodeSource::kBranch)], 0);
 
-  p.spec.method = SpecMethod::kGoose;
-  p.spec.paper_preset = true;
+  ASSERT_TRUE(ParseSpecVariant("goose+paper", &p.spec).ok());
   ASSERT_TRUE(e.Generate(Prompt("Once upon a time"), p).ok());
   auto cold = e.Generate(Prompt("Zara saw a star"), p);
   ASSERT_TRUE(cold.ok());
@@ -177,12 +182,12 @@ TEST(Engine, TableSavedAndLoadedGivesSameDrafts) {
   GenerateParams p;
   p.n_predict = 64;
   p.ignore_eos = true;
-  p.spec.method = SpecMethod::kTr;
+  p.spec.method = "tr";
   ASSERT_TRUE(a.Generate(Prompt("Tom had a big red ball."), p).ok());
   const std::string path = std::filesystem::temp_directory_path() / "goose_engine_tr.bin";
-  ASSERT_TRUE(a.table(SpecMethod::kTr)->Save(path).ok());
+  ASSERT_TRUE(a.table(Tr())->Save(path).ok());
   Engine b(Tiny(), 512, &pool);
-  ASSERT_TRUE(b.table(SpecMethod::kTr)->Load(path).ok());
+  ASSERT_TRUE(b.table(Tr())->Load(path).ok());
   std::filesystem::remove(path);
   auto ra = a.Generate(Prompt("Lily went to the park."), p);
   auto rb = b.Generate(Prompt("Lily went to the park."), p);
@@ -222,16 +227,16 @@ TEST(Engine, SavedTableLoadsOnlyIntoTheSameModel) {
   GenerateParams p;
   p.n_predict = 16;
   p.ignore_eos = true;
-  p.spec.method = SpecMethod::kTr;
+  p.spec.method = "tr";
   ASSERT_TRUE(a.Generate(models[0]->tokenizer().Encode("Tom had a ball.", true), p).ok());
   const std::string table = dir + "/tr.bin";
-  ASSERT_TRUE(a.table(SpecMethod::kTr)->Save(table).ok());
-  const Status st = b.table(SpecMethod::kTr)->Load(table);
+  ASSERT_TRUE(a.table(Tr())->Save(table).ok());
+  const Status st = b.table(Tr())->Load(table);
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.message().find("model mismatch"), std::string::npos) << st.message();
-  EXPECT_TRUE(a2.table(SpecMethod::kTr)->Load(table).ok());
+  EXPECT_TRUE(a2.table(Tr())->Load(table).ok());
   // A TR (unigram-only) table does not load into GOOSE's bigram table of the same model.
-  EXPECT_FALSE(a2.table(SpecMethod::kGoose)->Load(table).ok());
+  EXPECT_FALSE(a2.table(Spec("goose"))->Load(table).ok());
   std::filesystem::remove_all(dir);
 }
 
@@ -267,7 +272,7 @@ TEST(Engine, InterleavedVariantsNeverFeedEachOther) {
   SpecParams paper;
   ASSERT_TRUE(ParseSpecVariant("goose+paper", &paper).ok());
   EXPECT_NE(mixed.table(paper), mixed.table(goose.spec));
-  EXPECT_EQ(mixed.table(SpecMethod::kGoose), mixed.table(goose.spec));
+  EXPECT_EQ(mixed.table(Spec("goose")), mixed.table(goose.spec));
 }
 
 }  // namespace
@@ -303,18 +308,24 @@ TEST(SpecVariant, KeysResolveTheTableLifetime) {
 TEST(SpecVariant, ParsesMethodsAndModifiers) {
   SpecParams p;
   ASSERT_TRUE(ParseSpecVariant("goose+paper+keep", &p).ok());
-  EXPECT_EQ(p.method, SpecMethod::kGoose);
-  EXPECT_TRUE(p.paper_preset);
+  EXPECT_EQ(p.method, "goose");
+  EXPECT_TRUE(p.Has("paper"));
   EXPECT_EQ(p.keep_table, 1);
   ASSERT_TRUE(ParseSpecVariant("balanced+k5+cold", &p).ok());
-  EXPECT_EQ(p.method, SpecMethod::kBalanced);
-  EXPECT_EQ(p.branch_k, 5);
+  EXPECT_EQ(p.method, "balanced");
+  EXPECT_TRUE(p.Has("k5"));
+  EXPECT_FALSE(p.Has("k3"));
   EXPECT_EQ(p.keep_table, 0);
-  EXPECT_FALSE(p.paper_preset);
+  EXPECT_FALSE(p.Has("paper"));
+  ASSERT_TRUE(ParseSpecVariant("balanced", &p).ok());
+  EXPECT_TRUE(p.Has("k3"));  // the default branching, filled in
   ASSERT_TRUE(ParseSpecVariant("goose+noextras", &p).ok());
-  EXPECT_FALSE(p.unigram_extras);
+  EXPECT_TRUE(p.Has("noextras"));
   EXPECT_FALSE(ParseSpecVariant("nope", &p).ok());
   EXPECT_FALSE(ParseSpecVariant("tr+paper", &p).ok());  // paper applies to goose only
+  EXPECT_FALSE(ParseSpecVariant("pld+keep", &p).ok());  // pld has no table
+  EXPECT_FALSE(ParseSpecVariant("balanced+k3+k5", &p).ok());
+  EXPECT_FALSE(ParseSpecVariant("goose+paper+noextras", &p).ok());
   EXPECT_FALSE(ParseSpecVariant("goose+", &p).ok());
   const Status st = ParseSpecVariant("goose+fast", &p);
   ASSERT_FALSE(st.ok());

@@ -80,6 +80,7 @@ ExpectedTable PrefillExpectation(const std::vector<int32_t>& prompt, bool all_ro
 struct FirstCycle {
   std::vector<int32_t> first_token;  // generated token 1 (from the prefill)
   DraftTree tree;
+  Route route = Route::kAr;
   AcceptResult accepted;
   bool ran = false;
 };
@@ -92,8 +93,9 @@ FirstCycle RunFirstCycle(Engine& e, const std::vector<int32_t>& prompt, const Sp
   p.n_predict = 64;
   p.ignore_eos = true;
   p.spec = spec;
-  p.on_cycle = [&](const DraftTree& tree, const AcceptResult& acc) {
-    out.tree = tree;
+  p.on_cycle = [&](const Proposal& proposal, const AcceptResult& acc) {
+    out.tree = proposal.tree;
+    out.route = proposal.route;
     out.accepted = acc;
     out.ran = true;
   };
@@ -163,7 +165,7 @@ TEST(Harvest, GooseTablesHarvestEveryPromptRowTrOnlyTheLast) {
     ASSERT_TRUE(ParseSpecVariant(variant, &spec).ok());
     const FirstCycle c = RunFirstCycle(e, prompt, spec, /*cycles=*/0);
     EXPECT_FALSE(c.ran);
-    const bool tr = spec.method == SpecMethod::kTr;
+    const bool tr = spec.method == "tr";
     PrefillExpectation(prompt, /*all_rows=*/!tr, /*bigram=*/!tr).Check(*e.table(spec));
   }
 }
@@ -181,7 +183,7 @@ TEST(Harvest, TreeCycleHarvestsRejectedNodesKeyedOnTheirParentAndTheRootAsUnigra
       ASSERT_TRUE(c.ran);
       ASSERT_EQ(c.first_token.size(), 1u);
       const int32_t anchor = c.first_token[0];
-      const Route route = InferRoute(c.tree);
+      const Route route = c.route;
       ASSERT_TRUE(route == Route::kBranchTree || route == Route::kSpineTree) << RouteName(route);
       // The case worth testing: nodes the walk rejected.
       ASSERT_GT(c.tree.size(), static_cast<int>(c.accepted.path.size()) + 2);
@@ -212,7 +214,7 @@ TEST(Harvest, ChainRouteAndPlainStepKeyRowZeroOnThePreviousToken) {
     const FirstCycle c = RunFirstCycle(e, prompt, spec, /*cycles=*/1);
     ASSERT_TRUE(c.ran);
     const int32_t anchor = c.first_token[0];
-    const Route route = InferRoute(c.tree);
+    const Route route = c.route;
     ASSERT_TRUE(route == Route::kChain || route == Route::kAr) << RouteName(route);
     EXPECT_TRUE(e.table(spec)->HasBigram(anchor, prompt.back()));
     ExpectedTable want = PrefillExpectation(prompt, true, true);

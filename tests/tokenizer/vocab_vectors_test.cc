@@ -73,10 +73,8 @@ TEST_P(VocabVectorsTest, MetadataAndLoadTime) {
   EXPECT_EQ(tok_->pre(), GetParam().pre);
   EXPECT_EQ(tok_->n_vocab(), GetParam().n_vocab);
   EXPECT_EQ(cases_->size(), 46u);
-#if defined(NDEBUG) && !defined(__SANITIZE_ADDRESS__)
-  // Open + FromGguf; the largest vocab (deepseek-llm, 102400 tokens) must stay interactive.
-  EXPECT_LT(load_seconds_, 1.0) << GetParam().name;
-#endif
+  // Open + FromGguf, recorded, not asserted: speed goes in benchmarks, never in a timed unit
+  // test (the largest vocab, deepseek-llm's 102400 tokens, loads in ~0.1 s optimized).
   RecordProperty("load_ms", static_cast<int>(load_seconds_ * 1000));
 }
 

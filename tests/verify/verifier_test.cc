@@ -84,7 +84,7 @@ TEST(WalkTreeTest, SpineFailsAtDepthTwoAndABranchContinues) {
   EXPECT_EQ(s.calls, (std::vector<int>{0, 1, 6, 7}));
 
   SpecStats st;
-  AccumulateStats(t, r, &st);
+  AccumulateStats(t, Route::kSpineTree, r, &st);
   const int sp = static_cast<int>(NodeSource::kSpine), br = static_cast<int>(NodeSource::kBranch);
   EXPECT_EQ(st.cycles, 1);
   EXPECT_EQ(st.route_cycles[static_cast<int>(Route::kSpineTree)], 1);
@@ -132,7 +132,7 @@ TEST(WalkTreeTest, NothingMatchesGivesBonusOnly) {
   EXPECT_EQ(r.bonus, 55);
   EXPECT_EQ(s.calls, (std::vector<int>{0}));
   SpecStats st;
-  AccumulateStats(t, r, &st);
+  AccumulateStats(t, Route::kSpineTree, r, &st);
   EXPECT_EQ(st.reached[static_cast<int>(NodeSource::kSpine)], 1);
   EXPECT_EQ(st.reached[static_cast<int>(NodeSource::kBranch)], 2);
   EXPECT_EQ(st.accepted[static_cast<int>(NodeSource::kBranch)], 0);
@@ -144,7 +144,7 @@ TEST(WalkTreeTest, RootOnlyTreeIsAnArStep) {
   const AcceptResult r = WalkTree(b.t, s.Fn(), kNoStop);
   EXPECT_EQ(r.tokens, (Tokens{6}));
   SpecStats st;
-  AccumulateStats(b.t, r, &st);
+  AccumulateStats(b.t, Route::kAr, r, &st);
   EXPECT_EQ(st.route_cycles[static_cast<int>(Route::kAr)], 1);
 }
 
@@ -180,6 +180,7 @@ TEST(WalkTreeTest, SpinePreferredOnDuplicateElseFirstInNodeOrder) {
   EXPECT_EQ(r.tokens, (Tokens{11, 12, 1}));
 }
 
+// The route is what the builder reports; chain nodes count as source kChain.
 TEST(WalkTreeTest, ChainRouteCountsAsChain) {
   TreeBuilder b(1);
   b.Push(2, 0, NodeSource::kChain, 0);
@@ -189,7 +190,7 @@ TEST(WalkTreeTest, ChainRouteCountsAsChain) {
   EXPECT_EQ(r.tokens, (Tokens{2, 4}));
   EXPECT_FALSE(r.spine_continuation);
   SpecStats st;
-  AccumulateStats(b.t, r, &st);
+  AccumulateStats(b.t, Route::kChain, r, &st);
   EXPECT_EQ(st.route_cycles[static_cast<int>(Route::kChain)], 1);
   EXPECT_EQ(st.accepted[static_cast<int>(NodeSource::kChain)], 1);
   EXPECT_EQ(st.accepted[static_cast<int>(NodeSource::kSpine)], 0);

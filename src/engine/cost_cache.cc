@@ -1,4 +1,4 @@
-#include "bench/cost_cache.h"
+#include "engine/cost_cache.h"
 
 #include <sys/stat.h>
 
@@ -8,7 +8,6 @@
 #include <fstream>
 #include <sstream>
 
-#include "bench/bench_report.h"
 #include "ops/cpu_features.h"
 
 namespace goose {
@@ -89,7 +88,7 @@ std::string CachePathFor(const std::string& model_id, int threads) {
 nlohmann::json CacheKeyFor(const std::string& model_id, int threads) {
   return nlohmann::json{{"model", model_id},
                         {"threads", threads},
-                        {"cpu", MachineJson().value("cpu", "unknown")},
+                        {"cpu", CpuModelName()},
                         {"isa", IsaLevel()},
                         {"build", BuildId()}};
 }

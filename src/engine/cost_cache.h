@@ -19,7 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "bench/verify_cost.h"
+#include "engine/verify_cost.h"
 #include "engine/budget_chooser.h"
 #include "model/model.h"
 #include "util/status.h"

@@ -1,4 +1,4 @@
-#include "engine/acceptance_tracker.h"
+#include "method/acceptance_tracker.h"
 
 #include <algorithm>
 #include <vector>

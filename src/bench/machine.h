@@ -1,38 +1,13 @@
-// Verify-cost measurement: how long one forward pass over a tree of N nodes takes after a
-// prefix already in the KV cache, plus the machine's memory read bandwidth. Used by
-// `goose bench-verify` and by the benchmark's cost model and budget chooser.
-// Timings are medians over `reps` passes on random tree shapes (fixed seed), after one warm-up.
+// Machine facts for benchmark reports: memory read bandwidth, the arithmetic of a pass and the
+// CPU's nominal peak, to put measured pass times next to what the hardware allows.
 #pragma once
 
-#include <cstdint>
-#include <vector>
+#include <cstddef>
 
-#include "model/model.h"
-#include "util/status.h"
+#include "model/llama_config.h"
 #include "util/thread_pool.h"
 
 namespace goose {
-
-struct VerifyCostPoint {
-  int nodes = 0;
-  double seconds = 0;  // median seconds of one pass
-  double matmul_share = 0;  // of the timed passes' time, the share spent in MatMul (0: unknown)
-};
-
-struct VerifyCostOptions {
-  std::vector<int> nodes = {1, 2, 4, 8, 16, 32, 64, 128};
-  int prefix = 256;
-  int reps = 5;
-  uint64_t seed = 1;
-};
-
-StatusOr<std::vector<VerifyCostPoint>> MeasureVerifyCost(const Model& model, ThreadPool* pool,
-                                                         const VerifyCostOptions& opt);
-
-// Makes a measured curve non-decreasing in place (sorted by nodes; every point lowered to the
-// cheapest time of any point at or above its node count, the suffix minimum): a larger tree never
-// costs less, since a smaller one could be padded, so timing noise cannot make c(12) > c(16).
-void MakeMonotone(std::vector<VerifyCostPoint>* curve);
 
 // Read bandwidth in GB/s (1e9 bytes/s): best of a few passes summing a buffer much larger than
 // the caches, split across the pool's threads.

@@ -1,0 +1,80 @@
+#include "engine/verify_cost.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "util/rng.h"
+
+namespace goose {
+
+namespace {
+
+double Now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+}  // namespace
+
+StatusOr<std::vector<VerifyCostPoint>> MeasureVerifyCost(const Model& model, ThreadPool* pool,
+                                                         const VerifyCostOptions& opt) {
+  if (opt.nodes.empty()) return Status::Error("no node counts to measure");
+  const int max_nodes = *std::max_element(opt.nodes.begin(), opt.nodes.end());
+  if (max_nodes < 1 || opt.prefix < 1 || opt.reps < 1) {
+    return Status::Error("node counts, prefix and reps must be positive");
+  }
+  // Checked before the KV cache is allocated: an absurd prefix is an error, not a huge buffer.
+  const int model_ctx = model.config().n_ctx_train > 0 ? model.config().n_ctx_train : 4096;
+  if (static_cast<int64_t>(opt.prefix) + max_nodes > model_ctx) {
+    return Status::Error(StrFormat("prefix %d + %d nodes exceed the model's context of %d",
+                                   opt.prefix, max_nodes, model_ctx));
+  }
+  Context ctx(model, opt.prefix + max_nodes + 1, pool);
+  SplitMix64 rng(opt.seed);
+  const int n_vocab = model.config().n_vocab;
+  std::vector<int32_t> prefix(opt.prefix);
+  for (int32_t& t : prefix) t = static_cast<int32_t>(rng.Below(n_vocab));
+  GOOSE_RETURN_IF_ERROR(ctx.ForwardChain(prefix));
+  std::vector<int32_t> keep(opt.prefix);
+  for (int i = 0; i < opt.prefix; ++i) keep[i] = i;
+  ctx.KeepPath(keep);
+
+  std::vector<VerifyCostPoint> curve;
+  for (int n : opt.nodes) {
+    std::vector<double> times;
+    for (int rep = 0; rep <= opt.reps; ++rep) {  // rep 0 warms up
+      if (rep == 1) EnableMatMulTimer(true);
+      std::vector<int32_t> tokens(n), parents(n);
+      for (int i = 0; i < n; ++i) {
+        tokens[i] = static_cast<int32_t>(rng.Below(n_vocab));
+        parents[i] = i == 0 ? -1 : static_cast<int32_t>(rng.Below(i));
+      }
+      const double t0 = Now();
+      GOOSE_RETURN_IF_ERROR(ctx.Forward(tokens, parents));
+      const double dt = Now() - t0;
+      if (rep > 0) times.push_back(dt);
+    }
+    double total = 0;
+    for (double t : times) total += t;
+    curve.push_back({n, Median(times), total > 0 ? MatMulSeconds() / total : 0});
+    EnableMatMulTimer(false);
+  }
+  return curve;
+}
+
+void MakeMonotone(std::vector<VerifyCostPoint>* curve) {
+  auto by_nodes = [](const VerifyCostPoint& a, const VerifyCostPoint& b) {
+    return a.nodes < b.nodes;
+  };
+  std::stable_sort(curve->begin(), curve->end(), by_nodes);
+  for (size_t i = curve->size(); i-- > 1;) {
+    (*curve)[i - 1].seconds = std::min((*curve)[i - 1].seconds, (*curve)[i].seconds);
+  }
+}
+
+}  // namespace goose

@@ -1,0 +1,166 @@
+// goose: GOOSE's anisotropic spine trees (docs/methods.md, GOOSE). Two drafters:
+// - tuned (default): a best-first tree over acceptance measured online per edge kind
+//   (AcceptanceTracker), from the context match's spine and the bigram table, table kept across
+//   requests (+noextras: without the unigram-row extra candidates);
+// - paper (+paper): Algorithm 1 and the §1.6 routes exactly as GOOSE's reference code, with its
+//   spine-acceptance EMA and a per-request table.
+#include "draft/context_matcher.h"
+#include "method/acceptance_tracker.h"
+#include "method/table_drafter.h"
+#include "tree/best_first_builder.h"
+#include "tree/spine_ema.h"
+#include "tree/tree_builders.h"
+
+namespace goose {
+namespace {
+
+// Route of a built spine or best-first tree: its nodes say which sources it holds.
+Route TreeRoute(const DraftTree& tree) {
+  if (tree.size() <= 1) return Route::kAr;
+  for (int i = 1; i < tree.size(); ++i) {
+    if (tree.source[i] == NodeSource::kSpine) return Route::kSpineTree;
+  }
+  return Route::kBranchTree;
+}
+
+// Both drafters keep the context matcher over prompt + committed tokens.
+class GooseDrafterBase : public TableDrafter {
+ public:
+  using TableDrafter::TableDrafter;
+  void Begin(std::span<const int32_t> prompt) override {
+    TableDrafter::Begin(prompt);
+    matcher_.Append(prompt);
+  }
+  void Commit(std::span<const int32_t> tokens) override { matcher_.Append(tokens); }
+
+ protected:
+  ContextMatcher matcher_;
+};
+
+class GoosePaperDrafter : public GooseDrafterBase {
+ public:
+  GoosePaperDrafter(TransitionTable& table, bool keep)
+      : GooseDrafterBase(table, keep, /*harvest_whole_prompt=*/true) {}
+
+  // §1.6: tree route when the table knows the anchor, else the match as a chain, else AR.
+  Proposal Propose(const CycleInput& in) override {
+    Proposal p;
+    if (table_.HasSuccessors(in.anchor, in.anchor_prev)) {
+      const ContextMatcher::Spine spine = matcher_.ProposeSpine();
+      GooseParams goose;
+      goose.base_budget = in.budget;
+      p.tree = BuildSpineTree(in.anchor, in.anchor_prev, spine.tokens, spine.confidence,
+                              spine_ema_, table_, goose);
+      p.route = TreeRoute(p.tree);
+    } else {
+      const ContextMatch m = matcher_.Propose();
+      p.tree = BuildChain(in.anchor, m.tokens, 1 + static_cast<int>(m.tokens.size()));
+      p.route = p.tree.size() > 1 ? Route::kChain : Route::kAr;
+    }
+    return p;
+  }
+
+  // §1.8: the EMA follows the spine acceptance of spine-tree cycles only.
+  void Observe(const CycleInput& in, const Proposal& p, const Context& ctx,
+               const AcceptResult& accepted) override {
+    TableDrafter::Observe(in, p, ctx, accepted);
+    if (p.route != Route::kSpineTree) return;
+    int spine_nodes = 0, spine_accepted = 0;
+    for (int i = 1; i < p.tree.size(); ++i) spine_nodes += p.tree.source[i] == NodeSource::kSpine;
+    for (int32_t v : accepted.path) spine_accepted += p.tree.source[v] == NodeSource::kSpine;
+    spine_ema_.Update(spine_accepted, spine_nodes);
+  }
+
+ private:
+  SpineEma spine_ema_;  // per request, as the reference
+};
+
+struct TunedLearned : Learned {
+  AcceptanceTracker acceptance;  // per-edge acceptance of every tuned-GOOSE tree so far
+};
+
+class GooseTunedDrafter : public GooseDrafterBase {
+ public:
+  GooseTunedDrafter(TunedLearned& learned, bool keep, bool unigram_extras)
+      : GooseDrafterBase(*learned.table, keep, /*harvest_whole_prompt=*/true),
+        acceptance_(learned.acceptance),
+        unigram_extras_(unigram_extras) {}
+
+  Proposal Propose(const CycleInput& in) override {
+    Proposal p;
+    p.tree.Reset(in.anchor);
+    spine_class_ = -1;
+    const ContextMatcher::Spine spine = matcher_.ProposeSpine();
+    if (!spine.tokens.empty() || table_.HasSuccessors(in.anchor, in.anchor_prev)) {
+      BestFirstParams bf;
+      bf.budget = in.budget;
+      bf.unigram_extras = unigram_extras_;
+      bf.spine_class = spine.consensus ? 0 : 1;
+      p.tree = BuildBestFirstTree(in.anchor, in.anchor_prev, spine.tokens, acceptance_.model(),
+                                  table_, bf);
+      p.route = TreeRoute(p.tree);
+      spine_class_ = bf.spine_class;
+    }
+    return p;
+  }
+
+  void Observe(const CycleInput& in, const Proposal& p, const Context& ctx,
+               const AcceptResult& accepted) override {
+    TableDrafter::Observe(in, p, ctx, accepted);
+    // Not after the engine's plain steps, which this drafter did not propose.
+    if (spine_class_ >= 0 && p.route != Route::kAr) {
+      acceptance_.Update(p.tree, accepted, spine_class_);
+    }
+    spine_class_ = -1;
+  }
+
+ private:
+  AcceptanceTracker& acceptance_;
+  bool unigram_extras_;
+  int spine_class_ = -1;  // match class of the last proposed tree (-1: none)
+};
+
+class Goose : public Method {
+ public:
+  const char* name() const override { return "goose"; }
+  const char* summary() const override {
+    return "context-match spine + table branches, best-first over measured acceptance "
+           "(+paper: GOOSE's Algorithm 1)";
+  }
+  std::vector<std::string> modifiers() const override { return {"paper", "noextras"}; }
+  std::vector<std::string> variants() const override {
+    return {"goose", "goose+cold", "goose+noextras", "goose+paper", "goose+paper+keep"};
+  }
+  Status Configure(SpecParams* spec) const override {
+    if (spec->Has("paper") && spec->Has("noextras")) {
+      return Status::Error("+noextras applies to the tuned GOOSE, not to +paper");
+    }
+    return Status::Ok();
+  }
+  bool uses_table() const override { return true; }
+  // Convention 6: the paper preset's table is per request, as GOOSE's reference.
+  bool KeepsTableByDefault(const SpecParams& spec) const override { return !spec.Has("paper"); }
+  std::unique_ptr<Learned> NewLearned(const SpecParams& spec,
+                                      const DrafterEnv& env) const override {
+    auto learned = std::make_unique<TunedLearned>();
+    learned->table = std::move(Method::NewLearned(spec, env)->table);
+    return learned;
+  }
+  std::unique_ptr<Drafter> NewDrafter(const SpecParams& spec, Learned& learned,
+                                      const DrafterEnv&) const override {
+    if (spec.Has("paper")) {
+      return std::make_unique<GoosePaperDrafter>(*learned.table, KeepsTable(spec));
+    }
+    return std::make_unique<GooseTunedDrafter>(static_cast<TunedLearned&>(learned),
+                                               KeepsTable(spec), !spec.Has("noextras"));
+  }
+};
+
+}  // namespace
+
+const Method& GooseMethod() {
+  static const Goose m;
+  return m;
+}
+
+}  // namespace goose

@@ -1,0 +1,150 @@
+// Speculation methods: one Method (what it is called, accepts and defaults to) and one Drafter
+// (what it does each cycle) per method, found by name in a registry (registry.cc).
+//
+// A cycle, as the engine runs it (engine/engine.h):
+//   Propose(anchor, budget) -> Proposal{tree, route}   the method's sources and builder
+//   Context::Forward(tree)                              the target scores every node
+//   WalkTree                                            the verifier accepts a root path + bonus
+//   Observe(proposal, rows, accepted)                   the method learns (harvest, acceptance)
+//   Commit(tokens)                                      the committed tokens join its context
+// A plain step is the one-node tree (route kAr). Whatever a drafter proposes, the output is
+// plain decoding's: the walk only accepts what the target itself emits.
+//
+// Learned: what a variant learns across requests (its transition table, its cycle statistics,
+// method extras such as tuned GOOSE's acceptance model). One per (model, variant key); the
+// engine holds `mu` around every Drafter call that reads or writes it, so variants that keep
+// their tables can be shared by every Engine of a model (server slots).
+// Drafters are per request; they are not thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "draft/transition_table.h"
+#include "model/model.h"
+#include "tree/draft_tree.h"
+#include "util/status.h"
+#include "util/thread_pool.h"
+#include "verify/spec_stats.h"
+#include "verify/verifier.h"
+
+namespace goose {
+
+// Which method a request runs, by name: METHOD[+MODIFIER...] (ParseSpecVariant), plus the budget.
+struct SpecParams {
+  std::string method = "none";
+  // Modifiers the method accepts (Method::modifiers()), e.g. "paper", "k5", "noextras"; kept in
+  // the order given. keep / cold are not here but in keep_table.
+  std::vector<std::string> modifiers;
+  // Keep transition tables across requests (hot start). -1 = the method's default.
+  int keep_table = -1;
+  int budget = 0;  // node budget incl. root; 0 = the method's default
+  // Cost-aware budget (--budget auto): if set, called before every cycle with the statistics
+  // of every cycle of this variant so far and returns the node budget to use; 1 means a plain
+  // step (no method drafts then).
+  std::function<int(const SpecStats& history)> choose_budget;
+
+  bool Has(std::string_view modifier) const;
+};
+
+// What a drafter may use besides its Learned: the target model and, for draft-model methods,
+// the draft model with its own context. Owned by the engine; outlives every drafter.
+struct DrafterEnv {
+  const Model* target = nullptr;
+  uint64_t target_fingerprint = 0;  // ModelFingerprint(*target): stamped into saved tables
+  ThreadPool* pool = nullptr;
+};
+
+struct Learned {
+  virtual ~Learned() = default;
+  std::mutex mu;
+  SpecStats stats;  // every verified cycle of this variant so far
+  std::unique_ptr<TransitionTable> table;  // null for methods without one
+};
+
+// One cycle's input.
+struct CycleInput {
+  int32_t anchor = -1;       // last committed token, not yet in the KV cache: the tree's root
+  int32_t anchor_prev = -1;  // the committed token before it
+  int budget = 1;            // node budget incl. the root
+};
+
+struct Proposal {
+  DraftTree tree;
+  Route route = Route::kAr;  // how the tree was built (statistics, and what Observe learns)
+};
+
+class Drafter {
+ public:
+  virtual ~Drafter() = default;
+  // The request's prompt (BOS included), before its prefill.
+  virtual void Begin(std::span<const int32_t> prompt) {}
+  // Prefill pass over prompt[i0, i1) just scored: ctx.logits(i - i0) is prompt row i.
+  virtual void ObservePrefill(std::span<const int32_t> prompt, int i0, int i1,
+                              const Context& ctx) {}
+  virtual Proposal Propose(const CycleInput& in) = 0;
+  // After the walk: `p` as scored (possibly cut to the context's room, or the engine's plain
+  // step), ctx.logits(i) = node i's row, `accepted` what the walk accepted.
+  virtual void Observe(const CycleInput& in, const Proposal& p, const Context& ctx,
+                       const AcceptResult& accepted) {}
+  // Tokens committed since the last call: the first generated token after the prefill, then
+  // each cycle's accepted tokens and bonus.
+  virtual void Commit(std::span<const int32_t> tokens) {}
+};
+
+class Method {
+ public:
+  virtual ~Method() = default;
+  virtual const char* name() const = 0;
+  virtual const char* summary() const = 0;  // one line: what it drafts and how it shapes trees
+  // Modifiers accepted besides keep / cold, which every method with a table takes.
+  virtual std::vector<std::string> modifiers() const { return {}; }
+  // Named variants worth running (tests run every one of them; help lists them). Default: the
+  // method, and with a table the form with the other table lifetime (+keep or +cold).
+  virtual std::vector<std::string> variants() const;
+  // Checks the combination and fills in defaults (e.g. balanced's k3), after parsing.
+  virtual Status Configure(SpecParams* spec) const { return Status::Ok(); }
+  virtual int DefaultBudget(const SpecParams& spec) const { return 60; }
+  // False when a budget cannot grow the tree past the default (PLD's 10-token chain, TR's
+  // template): a benchmark runs such a method once.
+  virtual bool budget_grows_tree() const { return true; }
+  virtual bool uses_table() const { return false; }
+  virtual bool KeepsTableByDefault(const SpecParams& spec) const { return false; }
+  // The variant's learned state; the default holds the stats and, for table methods, a table.
+  virtual std::unique_ptr<Learned> NewLearned(const SpecParams& spec,
+                                              const DrafterEnv& env) const;
+  virtual std::unique_ptr<Drafter> NewDrafter(const SpecParams& spec, Learned& learned,
+                                              const DrafterEnv& env) const = 0;
+
+  bool KeepsTable(const SpecParams& spec) const;
+};
+
+// Every registered method, in registry order (none first).
+const std::vector<const Method*>& Methods();
+// nullptr if no method has that name.
+const Method* FindMethod(std::string_view name);
+// "none|pld|tr|..."
+std::string MethodNames();
+// Every registered method's variants(), in registry order: the names tests and help run over.
+std::vector<std::string> AllVariants();
+
+// METHOD[+MOD...]: e.g. "goose+paper+keep", "balanced+k5", "goose+cold". Validates the
+// modifiers against the method and applies its defaults (Configure). Leaves the budget alone.
+Status ParseSpecVariant(std::string_view name, SpecParams* out);
+// The canonical name of what `spec` learns across requests: the method, its modifiers in the
+// method's order, and for table methods the table lifetime ("balanced+k3+cold", "goose+keep",
+// "goose+paper+cold", "pld"). Budget and choose_budget are not part of it. ParseSpecVariant
+// reads it back.
+std::string SpecVariantKey(const SpecParams& spec);
+// The method of a parsed spec (never null after ParseSpecVariant succeeded).
+const Method& MethodOf(const SpecParams& spec);
+// spec.budget, else the method's default.
+int ResolvedBudget(const SpecParams& spec);
+
+}  // namespace goose
