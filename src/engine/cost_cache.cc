@@ -3,11 +3,13 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
+#include "engine/learned_cache.h"
 #include "ops/cpu_features.h"
 
 namespace goose {
@@ -22,12 +24,6 @@ uint64_t Fnv1a(const char* data, size_t n, uint64_t h) {
     h *= 1099511628211ull;
   }
   return h;
-}
-
-fs::path CacheDir() {
-  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return fs::path(x) / "goose";
-  if (const char* h = std::getenv("HOME"); h && *h) return fs::path(h) / ".cache" / "goose";
-  return fs::path("/tmp") / "goose-cache";
 }
 
 // "<hash>-<bytes>": FNV-1a over the model file's size and its first and last 64 KiB (hex), and
@@ -82,7 +78,7 @@ std::string KeyDifference(const nlohmann::json& cached, const nlohmann::json& wa
 }
 
 std::string CachePathFor(const std::string& model_id, int threads) {
-  return (CacheDir() / ("cost-" + model_id + "-t" + std::to_string(threads) + ".json")).string();
+  return (fs::path(GooseCacheDir()) / ("cost-" + model_id + "-t" + std::to_string(threads) + ".json")).string();
 }
 
 nlohmann::json CacheKeyFor(const std::string& model_id, int threads) {
@@ -118,6 +114,7 @@ VerifyCostOptions CalibrationOptions(const Model& model) {
 StatusOr<std::vector<VerifyCostPoint>> MeasureCostModelCurve(const Model& model, ThreadPool* pool) {
   GOOSE_ASSIGN_OR_RETURN(std::vector<VerifyCostPoint> curve,
                          MeasureVerifyCost(model, pool, CalibrationOptions(model)));
+  for (VerifyCostPoint& p : curve) p.seconds = p.min_seconds;
   MakeMonotone(&curve);
   return curve;
 }
@@ -168,6 +165,7 @@ StatusOr<CostCalibration> LoadOrMeasureCost(const Model& model, const std::strin
   }
   const VerifyCostOptions options = measure ? *measure : CalibrationOptions(model);
   GOOSE_ASSIGN_OR_RETURN(cal.curve, MeasureVerifyCost(model, pool, options));
+  for (VerifyCostPoint& p : cal.curve) p.seconds = p.min_seconds;  // see verify_cost.h
   MakeMonotone(&cal.curve);
   nlohmann::json j;
   j["key"] = key;
@@ -176,15 +174,37 @@ StatusOr<CostCalibration> LoadOrMeasureCost(const Model& model, const std::strin
   nlohmann::json arr = nlohmann::json::array();
   for (const auto& p : cal.curve) arr.push_back({{"nodes", p.nodes}, {"seconds", p.seconds}});
   j["curve"] = arr;
-  std::error_code ec;
-  fs::create_directories(fs::path(cal.cache_path).parent_path(), ec);
-  std::ofstream out(cal.cache_path);
-  if (out) out << j.dump(1) << "\n";
-  if (!out) {
+  if (!WriteFileAtomically(cal.cache_path, j.dump(1) + "\n").ok()) {
     cal.note += (cal.note.empty() ? "" : "; ") + std::string("could not write cost cache ") +
                 cal.cache_path;
   }
   return cal;
+}
+
+StatusOr<std::vector<VerifyCostPoint>> ReadCostCurve(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Status::Error("cannot read cost curve '" + path + "'");
+  std::vector<VerifyCostPoint> curve;
+  try {
+    const nlohmann::json j = nlohmann::json::parse(in);
+    for (const auto& p : j.at("curve")) {
+      const int n = p.at("nodes").get<int>();
+      const double s = p.at("seconds").get<double>();
+      if (n < 1 || n > 128 || !(s > 0) || !std::isfinite(s)) {
+        return Status::Error("cost curve '" + path + "': point {nodes " + std::to_string(n) +
+                             "} is not 1..128 nodes with a positive time");
+      }
+      curve.push_back({n, s});
+    }
+  } catch (const std::exception& e) {
+    return Status::Error("cost curve '" + path + "' is not a JSON object with a \"curve\" array "
+                         "of {\"nodes\", \"seconds\"}: " + e.what());
+  }
+  MakeMonotone(&curve);
+  if (curve.empty() || curve.front().nodes != 1) {
+    return Status::Error("cost curve '" + path + "' has no point at 1 node");
+  }
+  return curve;
 }
 
 }  // namespace goose

@@ -52,4 +52,9 @@ StatusOr<std::vector<VerifyCostPoint>> MeasureCostModelCurve(const Model& model,
 
 std::vector<CostSample> ToCostSamples(const std::vector<VerifyCostPoint>& curve);
 
+// A curve saved as JSON with a "curve" array of {"nodes", "seconds"} (a cost cache file, or
+// `goose bench-verify --json`'s output), made monotone; for `goose bench --cost-curve`, which
+// projects onto a curve measured elsewhere (another machine, a quiet moment).
+StatusOr<std::vector<VerifyCostPoint>> ReadCostCurve(const std::string& path);
+
 }  // namespace goose

@@ -14,6 +14,13 @@ enum class NodeSource : uint8_t { kRoot = 0, kSpine = 1, kBranch = 2, kChain = 3
 constexpr int kNumSources = 4;
 const char* NodeSourceName(NodeSource s);
 
+// What verifying a tree of `nodes` nodes costs: seconds of one target pass (a point of the
+// measured verify-cost curve, engine/verify_cost.h), for sizing trees by cost.
+struct CostSample {
+  int nodes = 0;
+  double seconds = 0;
+};
+
 struct DraftTree {
   std::vector<int32_t> tokens;   // [n]
   std::vector<int32_t> parents;  // [n], -1 for the root

@@ -17,7 +17,9 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
+#include <vector>
 
 #include "tree/draft_tree.h"
 #include "verify/verifier.h"
@@ -57,6 +59,8 @@ struct SpecStats {
   int64_t spine_continuation_tokens = 0;
 
   void Merge(const SpecStats& other);
+  // Every counter times `factor` (rounded down): older evidence counts less (persisted history).
+  void Scale(double factor);
   // committed / cycles (0 when no cycle).
   double TokensPerCycle() const;
   // tree_nodes_total / cycles (0 when no cycle).
@@ -67,5 +71,24 @@ struct SpecStats {
 
 void AccumulateStats(const DraftTree& tree, Route route, const AcceptResult& result,
                      SpecStats* stats);
+
+// What the cycles run at each budget chosen by --budget auto delivered: the cycles, the tokens
+// they committed and the sizes their trees came out at (a tree may stop short of its budget).
+// Plain data, kept with a variant's learned state and persisted with it.
+struct BudgetHistory {
+  struct Entry {
+    int64_t cycles = 0;
+    double committed = 0;
+    std::vector<int64_t> tree_nodes;  // [n]: cycles whose tree had n nodes (n <= kMaxTreeNodes)
+  };
+  std::map<int, Entry> at;  // by budget
+  // The chooser's calibration of its acceptance model: over the cycles it predicted, the tokens
+  // they committed and the tokens it had predicted.
+  double calibration_committed = 0, calibration_predicted = 0;
+  int64_t calibration_cycles = 0;
+
+  void Record(int budget, int tree_nodes, int committed);
+  void Scale(double factor);
+};
 
 }  // namespace goose
