@@ -1,5 +1,5 @@
 // TransitionTable: Token Recycling's successor table (TR), with GOOSE's bigram tier
-// (docs/algorithms.md §1.4, §2.1, §8.5).
+// (docs/methods.md §2.3; what is harvested, and when: §2.4).
 //
 // Contract
 // - Unigram tier: dense [n_vocab x K] successor ids and scores plus an observed bit per row.

@@ -1,15 +1,15 @@
-// Cost-aware node budget (`--budget auto`): Sequoia's hardware-aware criterion (docs §4.2, §8.8)
+// Cost-aware node budget (`--budget auto`, docs/methods.md §5): Sequoia's hardware-aware criterion
 // applied online, every cycle: choose B maximizing E[tokens(B)] / c(B).
 //
 // Contract
 // - c(B) is a measured verify-cost curve (seconds of one pass over B nodes at a few B),
 //   expanded to every B in 1..max by linear interpolation and made non-decreasing (a bigger
 //   pass never costs less than a smaller one: a smaller tree could be padded).
-// - E[tokens(B)] comes from a positional acceptance model (Sequoia §4.1) extended by depth:
-//   a node of rank k at depth d whose parent is on the accepted path is accepted with
-//   probability q(d, k) = min(1, rank_p[k] * depth_factor[d]). E is the value of the best
-//   tree of B nodes under that model: 1 (bonus) + the sum of the B-1 largest path products,
-//   which for q <= 1 and rank_p non-increasing is exactly the best B-node subtree.
+// - E[tokens(B)] comes from a positional acceptance model (Sequoia's, docs/methods.md §3.5)
+//   extended by depth: a node of rank k at depth d whose parent is on the accepted path is accepted
+//   with probability q(d, k) = min(1, rank_p[k] * depth_factor[d]). E is the value of the best tree
+//   of B nodes under that model: 1 (bonus) + the sum of the B-1 largest path products, which
+//   for q <= 1 and rank_p non-increasing is exactly the best B-node subtree.
 // - EstimateAcceptance() reads rank_p from the per-rank counts and depth_factor from the
 //   per-depth counts of SpecStats (all sources pooled), shrunk towards 0 on little data.
 // - Trees can come out smaller than their budget (PLD's chain is at most 11 nodes, TR's template

@@ -6,7 +6,7 @@
 // emits (the model's tree logits are bit-identical to one-token logits). Methods live in
 // method/ (method.h); the engine knows none of them by name.
 //
-// Conventions follow docs/methods.md (conventions): the prompt is prefilled in passes whose last
+// Conventions follow docs/methods.md §7: the prompt is prefilled in passes whose last
 // row yields generated token 1; forward passes are counted after prefill (MAT = generated /
 // passes); the last cycle may overshoot n_predict and is cut; stop tokens (the model's
 // end-of-generation tokens and GenerateParams::stop_tokens) end generation unless ignore_eos,

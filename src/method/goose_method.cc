@@ -1,9 +1,9 @@
-// goose: GOOSE's anisotropic spine trees (docs/methods.md, GOOSE). Two drafters:
+// goose: GOOSE's anisotropic spine trees (docs/methods.md §3.6, §3.7). Two drafters:
 // - tuned (default): a best-first tree over acceptance measured online per edge kind
 //   (AcceptanceTracker), from the context match's spine and the bigram table, table kept across
 //   requests (+noextras: without the unigram-row extra candidates);
-// - paper (+paper): Algorithm 1 and the §1.6 routes exactly as GOOSE's reference code, with its
-//   spine-acceptance EMA and a per-request table.
+// - paper (+paper): Algorithm 1 and the routes of docs/methods.md §3.6 exactly as GOOSE's
+//   reference code, with its spine-acceptance EMA and a per-request table.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -46,7 +46,8 @@ class GoosePaperDrafter : public GooseDrafterBase {
   GoosePaperDrafter(TransitionTable& table, bool keep)
       : GooseDrafterBase(table, keep, /*harvest_whole_prompt=*/true) {}
 
-  // §1.6: tree route when the table knows the anchor, else the match as a chain, else AR.
+  // docs/methods.md §3.6.1: tree route when the table knows the anchor, else the match as a
+  // chain, else AR.
   Proposal Propose(const CycleInput& in) override {
     Proposal p;
     if (table_.HasSuccessors(in.anchor, in.anchor_prev)) {
@@ -64,7 +65,7 @@ class GoosePaperDrafter : public GooseDrafterBase {
     return p;
   }
 
-  // §1.8: the EMA follows the spine acceptance of spine-tree cycles only.
+  // docs/methods.md §3.6.3: the EMA follows the spine acceptance of spine-tree cycles only.
   void Observe(const CycleInput& in, const Proposal& p, const Context& ctx,
                const AcceptResult& accepted) override {
     TableDrafter::Observe(in, p, ctx, accepted);

@@ -1,7 +1,8 @@
 // Best-first spine tree: goose's tuned GOOSE builder (`--spec goose` without the paper preset).
 //
-// Idea. Algorithm 1 fixes the spine/branch split by a confidence formula; on the tiny model
-// that formula lays 90-node spines of which 1-2 tokens are accepted (docs/algorithms.md §9).
+// Idea. Algorithm 1 (docs/methods.md §3.6.2) fixes the spine/branch split by a confidence
+// formula; on the tiny model that formula lays 90-node spines of which 1-2 tokens are accepted
+// (docs/methods.md §8). The method: docs/methods.md §3.7.
 // Here every candidate node gets a value = P(its whole root path is accepted), the product of
 // per-edge acceptance probabilities *measured online* (EdgeAcceptance), and the tree is the
 // `budget` highest-value candidates. Because a child's value never exceeds its parent's, the

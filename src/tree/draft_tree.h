@@ -1,7 +1,7 @@
 // DraftTree: a tree of drafted tokens, node 0 = the anchor (root), in structure-of-arrays form.
 // Invariants (CheckInvariants): parents[0] == -1; 0 <= parents[i] < i for i > 0;
 // depth[i] == depth[parents[i]] + 1; sibling tokens are distinct. Node order is creation order
-// (convention 9): root, spine, root branches, spine branches, BFS extension.
+// (convention 9, docs/methods.md §7): root, spine, root branches, spine branches, BFS extension.
 #pragma once
 
 #include <cstdint>

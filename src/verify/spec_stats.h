@@ -1,4 +1,4 @@
-// SpecStats: per-cycle speculation counters (docs/algorithms.md §1.8, §8.6, convention 13).
+// SpecStats: per-cycle speculation counters (docs/methods.md §6, convention 13).
 //
 // Contract
 // - AccumulateStats(tree, route, result, stats) adds one verified cycle: its route (as the
@@ -9,10 +9,11 @@
 // - Per-depth buckets clamp at kMaxDepth, per-rank buckets at kMaxRank - 1 (last = "or more").
 // - tree_nodes[n]: passes that scored a tree of n nodes (root included; clamped at
 //   kMaxTreeNodes), so a cost model can charge every pass the size it actually had.
-// - Branch per-rank acceptance p_t(k) of §8.6 = accepted_rank[kBranch][k] /
-//   branch_parents_reached (path nodes, root included, with at least one branch child).
+// - Branch per-rank acceptance p_t(k) (Sequoia's, docs/methods.md §3.5) =
+//   accepted_rank[kBranch][k] / branch_parents_reached (path nodes, root included, with at
+//   least one branch child).
 // - Chain-route / PLD nodes are tagged kChain and so never mix into the spine/branch rates.
-// - The spine EMA (§1.8) is not kept here; the engine owns it.
+// - The spine EMA (docs/methods.md §3.6.3) is not kept here; the paper GOOSE drafter owns it.
 // - Plain data; Merge() adds another instance (per request -> global).
 #pragma once
 
