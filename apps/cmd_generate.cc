@@ -139,11 +139,13 @@ int RunGenerate(const GenerateFlags& f) {
       std::fprintf(stderr, "goose: warning: %s\n", w.c_str());
     }
   };
+  CostCalibration cal;
   if (auto_budget) {  // calibrated once per model and machine (engine/cost_cache.h)
-    auto cal = LoadOrMeasureCost(model, path, &pool, f.recalibrate);
-    if (!cal.ok()) return Fail(cal.status().message());
-    if (!cal->note.empty()) std::fprintf(stderr, "goose: warning: %s\n", cal->note.c_str());
-    engine.SetCostCurve(ToCostSamples(cal->curve));
+    auto cal_or = LoadOrMeasureCost(model, path, &pool, f.recalibrate);
+    if (!cal_or.ok()) return Fail(cal_or.status().message());
+    cal = std::move(*cal_or);
+    if (!cal.note.empty()) std::fprintf(stderr, "goose: warning: %s\n", cal.note.c_str());
+    engine.SetCostCurve(ToCostSamples(cal.curve));
     params.spec.auto_budget = true;
   }
   // A table file given by --tr-cache is meant to be used (and saved back): this request keeps
@@ -178,6 +180,8 @@ int RunGenerate(const GenerateFlags& f) {
   }
   // A failed save is a warning (the cache records it): the next run starts colder, that is all.
   (void)engine.SaveLearned();
+  // Passes much faster than the cached curve says: it was measured on a busy machine.
+  if (auto_budget) (void)CheckObservedCosts(cal, engine.ObservedPassCosts());
   warn_cache();
 
   nlohmann::json stats = GenerateStatsJson(r, static_cast<int>(prompt_tokens.size()));

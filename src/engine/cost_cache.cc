@@ -125,6 +125,34 @@ std::vector<CostSample> ToCostSamples(const std::vector<VerifyCostPoint>& curve)
   return out;
 }
 
+namespace {
+
+// The cache file's JSON for `curve`.
+nlohmann::json CacheJson(const nlohmann::json& key, int threads, uint64_t model_bytes,
+                         const std::vector<VerifyCostPoint>& curve, bool noisy, bool stale,
+                         int calibrations) {
+  nlohmann::json j;
+  j["key"] = key;
+  j["threads"] = threads;
+  j["model_bytes"] = model_bytes;
+  j["noisy"] = noisy;
+  j["stale"] = stale;
+  j["calibrations"] = calibrations;
+  nlohmann::json arr = nlohmann::json::array();
+  for (const auto& p : curve) arr.push_back({{"nodes", p.nodes}, {"seconds", p.seconds}});
+  j["curve"] = arr;
+  return j;
+}
+
+// A measured curve varied a lot between passes: median / fastest > 1.25 at a third of the sizes.
+bool Noisy(const std::vector<VerifyCostPoint>& curve) {
+  int spread = 0;
+  for (const auto& p : curve) spread += p.min_seconds > 0 && p.seconds > 1.25 * p.min_seconds;
+  return 3 * spread >= static_cast<int>(curve.size());
+}
+
+}  // namespace
+
 StatusOr<CostCalibration> LoadOrMeasureCost(const Model& model, const std::string& model_path,
                                             ThreadPool* pool, bool recalibrate,
                                             const VerifyCostOptions* measure) {
@@ -132,6 +160,8 @@ StatusOr<CostCalibration> LoadOrMeasureCost(const Model& model, const std::strin
   GOOSE_ASSIGN_OR_RETURN(const std::string model_id, ModelId(model_path));  // read once
   cal.cache_path = CachePathFor(model_id, pool->size());
   const nlohmann::json key = CacheKeyFor(model_id, pool->size());
+  std::vector<VerifyCostPoint> previous;  // a noisy or stale cache's curve, merged below
+  int calibrations = 0;
   if (!recalibrate) {
     std::ifstream in(cal.cache_path);
     if (in) {
@@ -148,37 +178,70 @@ StatusOr<CostCalibration> LoadOrMeasureCost(const Model& model, const std::strin
           }
           MakeMonotone(&cal.curve);
           if (!cal.curve.empty() && cal.curve.front().nodes == 1) {
-            cal.from_cache = true;
-            return cal;
+            calibrations = j.value("calibrations", 1);
+            const bool again = j.value("noisy", false) || j.value("stale", false);
+            if (!again || calibrations >= kMaxCalibrations) {
+              cal.from_cache = true;
+              return cal;
+            }
+            previous = cal.curve;
+            cal.note = "the cached cost curve was measured on a busy machine; measuring again";
           }
           why.clear();
         }
       } catch (const std::exception&) {
         why.clear();
       }
-      cal.note = why.empty()
-                     ? "ignored unreadable cost cache " + cal.cache_path + "; re-measuring"
-                     : "cost cache " + cal.cache_path + " was measured for another " + why +
-                           "; re-measuring";
+      if (previous.empty()) {
+        cal.note = why.empty()
+                       ? "ignored unreadable cost cache " + cal.cache_path + "; re-measuring"
+                       : "cost cache " + cal.cache_path + " was measured for another " + why +
+                             "; re-measuring";
+        calibrations = 0;
+      }
       cal.curve.clear();
     }
   }
   const VerifyCostOptions options = measure ? *measure : CalibrationOptions(model);
   GOOSE_ASSIGN_OR_RETURN(cal.curve, MeasureVerifyCost(model, pool, options));
-  for (VerifyCostPoint& p : cal.curve) p.seconds = p.min_seconds;  // see verify_cost.h
+  const bool noisy = Noisy(cal.curve);
+  for (VerifyCostPoint& p : cal.curve) {
+    p.seconds = p.min_seconds;  // see verify_cost.h
+    for (const VerifyCostPoint& q : previous) {
+      if (q.nodes == p.nodes) p.seconds = std::min(p.seconds, q.seconds);
+    }
+  }
   MakeMonotone(&cal.curve);
-  nlohmann::json j;
-  j["key"] = key;
-  j["threads"] = pool->size();
-  j["model_bytes"] = model.weight_bytes();
-  nlohmann::json arr = nlohmann::json::array();
-  for (const auto& p : cal.curve) arr.push_back({{"nodes", p.nodes}, {"seconds", p.seconds}});
-  j["curve"] = arr;
+  const nlohmann::json j = CacheJson(key, pool->size(), model.weight_bytes(), cal.curve, noisy,
+                                     false, calibrations + 1);
   if (!WriteFileAtomically(cal.cache_path, j.dump(1) + "\n").ok()) {
     cal.note += (cal.note.empty() ? "" : "; ") + std::string("could not write cost cache ") +
                 cal.cache_path;
   }
   return cal;
+}
+
+Status CheckObservedCosts(const CostCalibration& cal, const std::vector<CostSample>& observed) {
+  std::vector<CostSample> cached = ToCostSamples(cal.curve);
+  const std::vector<double> cost = ExpandCostCurve(cached);
+  bool stale = false;
+  for (const CostSample& o : observed) {
+    if (o.nodes >= 1 && o.nodes < static_cast<int>(cost.size()) && o.seconds > 0 &&
+        o.seconds < 0.7 * cost[o.nodes]) {
+      stale = true;
+    }
+  }
+  if (!stale) return Status::Ok();
+  std::ifstream in(cal.cache_path);
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const std::exception&) {
+    return Status::Ok();  // gone or replaced meanwhile: nothing to mark
+  }
+  if (!j.is_object()) return Status::Ok();
+  j["stale"] = true;  // measured again next time, if kMaxCalibrations allows
+  return WriteFileAtomically(cal.cache_path, j.dump(1) + "\n");
 }
 
 StatusOr<std::vector<VerifyCostPoint>> ReadCostCurve(const std::string& path) {

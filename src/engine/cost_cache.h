@@ -9,9 +9,15 @@
 //   the goose build (size and modification time of the running binary). Stored in the file.
 // - LoadOrMeasureCost(): uses the cache if it parses, its key equals the current key and
 //   !recalibrate; otherwise measures (MeasureVerifyCost with CalibrationOptions: nodes 1..128,
-//   7 reps, prefix min(256, context - 130)) and rewrites the cache. A corrupt or mismatching
-//   cache is re-measured, never trusted, with the reason in `note` (a warning for the user, as
-//   is a failed write). Stored and returned curves are monotone (MakeMonotone).
+//   7 interleaved rounds, the fastest pass per size, prefix min(256, context - 130)) and
+//   rewrites the cache. A corrupt or mismatching cache is re-measured, never trusted, with the
+//   reason in `note` (a warning for the user, as is a failed write). Stored and returned curves
+//   are monotone (MakeMonotone).
+// - A busy machine must not fix a wrong curve forever. A calibration whose passes varied a lot
+//   (median / fastest > 1.25 at a third of the sizes or more) is "noisy"; a cache whose sizes
+//   real runs then passed at well under its cost (CheckObservedCosts) is "stale". Either is
+//   measured again at the next --budget auto run, up to kMaxCalibrations times in a row, each
+//   time keeping per size the fastest of the old and the new curve.
 #pragma once
 
 #include <string>
@@ -42,6 +48,13 @@ struct CostCalibration {
 StatusOr<CostCalibration> LoadOrMeasureCost(const Model& model, const std::string& model_path,
                                             ThreadPool* pool, bool recalibrate,
                                             const VerifyCostOptions* measure = nullptr);
+
+constexpr int kMaxCalibrations = 3;
+
+// After a run on `cal`'s curve: `observed` holds the median pass seconds per tree size seen at
+// least a few times in the run (Engine::ObservedPassCosts). If one is under 0.7 x the cached
+// cost, the cache is marked stale (measured again next time). Ok if nothing needed writing.
+Status CheckObservedCosts(const CostCalibration& cal, const std::vector<CostSample>& observed);
 
 // The options used for a calibration of `model` (shared with the benchmark's curves).
 VerifyCostOptions CalibrationOptions(const Model& model);

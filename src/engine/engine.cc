@@ -118,6 +118,29 @@ std::vector<int64_t> Engine::ChosenBudgets(const SpecParams& spec) const {
   return it == choosers_.end() ? std::vector<int64_t>{} : it->second.chosen();
 }
 
+std::vector<CostSample> Engine::ObservedPassCosts() const {
+  std::vector<CostSample> out;
+  for (size_t n = 1; n < pass_seconds_.size(); ++n) {
+    std::vector<float> t = pass_seconds_[n];
+    if (t.size() < 8) continue;
+    std::nth_element(t.begin(), t.begin() + t.size() / 2, t.end());
+    out.push_back({static_cast<int>(n), t[t.size() / 2]});
+  }
+  return out;
+}
+
+void Engine::RecordPass(int nodes, double seconds) {
+  constexpr size_t kKept = 64;  // per size: enough for a median, bounded memory
+  if (pass_seconds_.size() <= static_cast<size_t>(nodes)) pass_seconds_.resize(nodes + 1);
+  std::vector<float>& t = pass_seconds_[nodes];
+  ++passes_;
+  if (t.size() < kKept) {
+    t.push_back(static_cast<float>(seconds));
+  } else {
+    t[passes_ % kKept] = static_cast<float>(seconds);
+  }
+}
+
 Status Engine::CheckRequest(std::span<const int32_t> prompt, const GenerateParams& params) const {
   const int n_vocab = model_.config().n_vocab;
   if (prompt.empty()) return Status::Error("empty prompt: nothing to condition on");
@@ -242,7 +265,9 @@ StatusOr<GenerateResult> Engine::Generate(std::span<const int32_t> prompt,
     tree.Truncate(ctx_->n_ctx() - n_past);
     if (tree.size() == 1) proposal.route = Route::kAr;
     // ... the model scores it ...
+    const auto t_pass = std::chrono::steady_clock::now();
     GOOSE_RETURN_IF_ERROR(ctx_->Forward(tree.tokens, tree.parents));
+    RecordPass(tree.size(), Seconds(t_pass));
     // ... the verifier accepts, sampling each visited node at its own position ...
     auto target = [&](int node) {
       return sampler.Sample(ctx_->logits(node), n_vocab, n_past + tree.depth[node] + 1);

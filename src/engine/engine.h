@@ -109,6 +109,9 @@ class Engine {
   void SetCostCurve(const std::vector<CostSample>& curve);
   // The budgets auto chose for `spec` so far in this engine (index = budget; empty if none).
   std::vector<int64_t> ChosenBudgets(const SpecParams& spec) const;
+  // The median seconds of this engine's tree passes per size, for the sizes passed at least
+  // 8 times (to check a cached cost curve against, engine/cost_cache.h CheckObservedCosts).
+  std::vector<CostSample> ObservedPassCosts() const;
 
   const Model& model() const { return model_; }
   int n_ctx() const;
@@ -130,6 +133,7 @@ class Engine {
 
  private:
   Status CheckRequest(std::span<const int32_t> prompt, const GenerateParams& params) const;
+  void RecordPass(int nodes, double seconds);
   StatusOr<int32_t> Prefill(std::span<const int32_t> prompt, const GenerateParams& params,
                             Drafter& drafter, std::mutex& learned_mu, Sampler& sampler);
   const Model& model_;
@@ -139,6 +143,8 @@ class Engine {
   // Variants that do not keep their tables, by SpecVariantKey.
   std::map<std::string, std::pair<SpecParams, std::unique_ptr<Learned>>> private_;
   std::vector<CostSample> cost_curve_;
+  std::vector<std::vector<float>> pass_seconds_;  // [tree size]: recent decode pass times
+  size_t passes_ = 0;
   std::map<std::string, BudgetChooser> choosers_;  // --budget auto, by SpecVariantKey
   SpecStats total_;
 };
