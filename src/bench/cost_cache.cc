@@ -129,6 +129,29 @@ std::vector<CostSample> ToCostSamples(const std::vector<VerifyCostPoint>& curve)
   return out;
 }
 
+StatusOr<std::vector<VerifyCostPoint>> ParseCostCache(std::string_view text,
+                                                      const nlohmann::json& key) {
+  std::vector<VerifyCostPoint> curve;
+  try {
+    const nlohmann::json j = nlohmann::json::parse(text);
+    const std::string why = KeyDifference(j.contains("key") ? j.at("key") : nlohmann::json(), key);
+    if (!why.empty()) return Status::Error("measured for another " + why);
+    for (const auto& p : j.at("curve")) {
+      const int n = p.at("nodes").get<int>();
+      const double s = p.at("seconds").get<double>();
+      if (n < 1 || !(s > 0)) return Status::Error("unreadable: bad point");
+      curve.push_back({n, s});
+    }
+  } catch (const std::exception& e) {
+    return Status::Error(std::string("unreadable: ") + e.what());
+  }
+  MakeMonotone(&curve);
+  if (curve.empty() || curve.front().nodes != 1) {
+    return Status::Error("unreadable: the curve does not start at 1 node");
+  }
+  return curve;
+}
+
 StatusOr<CostCalibration> LoadOrMeasureCost(const Model& model, const std::string& model_path,
                                             ThreadPool* pool, bool recalibrate,
                                             const VerifyCostOptions* measure) {
@@ -139,32 +162,16 @@ StatusOr<CostCalibration> LoadOrMeasureCost(const Model& model, const std::strin
   if (!recalibrate) {
     std::ifstream in(cal.cache_path);
     if (in) {
-      std::string why;
-      try {
-        const nlohmann::json j = nlohmann::json::parse(in);
-        why = KeyDifference(j.contains("key") ? j.at("key") : nlohmann::json(), key);
-        if (why.empty()) {
-          for (const auto& p : j.at("curve")) {
-            const int n = p.at("nodes").get<int>();
-            const double s = p.at("seconds").get<double>();
-            if (n < 1 || !(s > 0)) throw std::runtime_error("bad point");
-            cal.curve.push_back({n, s});
-          }
-          MakeMonotone(&cal.curve);
-          if (!cal.curve.empty() && cal.curve.front().nodes == 1) {
-            cal.from_cache = true;
-            return cal;
-          }
-          why.clear();
-        }
-      } catch (const std::exception&) {
-        why.clear();
+      std::stringstream text;
+      text << in.rdbuf();
+      auto curve = ParseCostCache(text.str(), key);
+      if (curve.ok()) {
+        cal.curve = std::move(curve).value();
+        cal.from_cache = true;
+        return cal;
       }
-      cal.note = why.empty()
-                     ? "ignored unreadable cost cache " + cal.cache_path + "; re-measuring"
-                     : "cost cache " + cal.cache_path + " was measured for another " + why +
-                           "; re-measuring";
-      cal.curve.clear();
+      cal.note = "cost cache " + cal.cache_path + " was " + curve.status().message() +
+                 "; re-measuring";
     }
   }
   const VerifyCostOptions options = measure ? *measure : CalibrationOptions(model);

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -36,6 +37,12 @@ struct CostCalibration {
   bool from_cache = false;
   std::string note;  // why the cache was not used or not written (a warning), else empty
 };
+
+// Reads a cost cache file's text against the current `key` (LoadOrMeasureCost's check, pure, so
+// that it can be fuzzed): the curve, made monotone, when the file can be trusted; otherwise why
+// not ("measured for another cpu, build" or "unreadable: ..."), for LoadOrMeasureCost's note.
+StatusOr<std::vector<VerifyCostPoint>> ParseCostCache(std::string_view text,
+                                                      const nlohmann::json& key);
 
 // `measure`: the measurement options when the cache cannot be used (tests pass tiny ones);
 // nullptr = CalibrationOptions(model).
