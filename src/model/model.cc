@@ -169,8 +169,14 @@ void Model::TileMatrices() {
 }
 
 StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& path) {
+  GOOSE_ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> gguf, GgufFile::Open(path));
+  return FromGguf(std::move(gguf));
+}
+
+StatusOr<std::unique_ptr<Model>> Model::FromGguf(std::unique_ptr<GgufFile> gguf) {
   std::unique_ptr<Model> m(new Model());
-  GOOSE_ASSIGN_OR_RETURN(m->gguf_, GgufFile::Open(path));
+  m->gguf_ = std::move(gguf);
+  const std::string& path = m->gguf_->path();
   GOOSE_ASSIGN_OR_RETURN(m->config_, LlamaConfig::FromGguf(*m->gguf_));
   const LlamaConfig& c = m->config_;
   TensorReader r(*m->gguf_, &m->owned_f32_);
