@@ -10,6 +10,7 @@
 
 #include "bench/bench_report.h"
 #include "ops/cpu_features.h"
+#include "util/escape.h"
 
 namespace goose {
 
@@ -143,7 +144,7 @@ StatusOr<std::vector<VerifyCostPoint>> ParseCostCache(std::string_view text,
       curve.push_back({n, s});
     }
   } catch (const std::exception& e) {
-    return Status::Error(std::string("unreadable: ") + e.what());
+    return Status::Error("unreadable: " + EscapeForMessage(e.what(), 200));
   }
   MakeMonotone(&curve);
   if (curve.empty() || curve.front().nodes != 1) {

@@ -10,6 +10,7 @@
 #include <limits>
 
 #include "util/check.h"
+#include "util/escape.h"
 
 namespace goose {
 
@@ -564,8 +565,11 @@ Status GgufFile::Parse() {
     const uint64_t key_at = c.pos();
     std::string key;
     GOOSE_RETURN_IF_ERROR(c.ReadString(&key, "key"));
-    c.set_context(StrFormat("key #%llu '%s'", static_cast<unsigned long long>(k), key.c_str()));
-    if (kv_index_.count(key)) return c.Error("duplicate key '" + key + "'", key_at);
+    c.set_context(StrFormat("key #%llu '%s'", static_cast<unsigned long long>(k),
+                            EscapeForMessage(key).c_str()));
+    if (kv_index_.count(key)) {
+      return c.Error("duplicate key '" + EscapeForMessage(key) + "'", key_at);
+    }
     GOOSE_RETURN_IF_ERROR(c.Charge(2 * key.size(), key_at));
     const uint64_t type_at = c.pos();
     uint32_t type = 0;
@@ -598,10 +602,10 @@ Status GgufFile::Parse() {
     const uint64_t name_at = c.pos();
     GgufTensorInfo info;
     GOOSE_RETURN_IF_ERROR(c.ReadString(&info.name, "tensor name"));
-    c.set_context(
-        StrFormat("tensor #%llu '%s'", static_cast<unsigned long long>(t), info.name.c_str()));
+    c.set_context(StrFormat("tensor #%llu '%s'", static_cast<unsigned long long>(t),
+                            EscapeForMessage(info.name).c_str()));
     if (tensor_index_.count(info.name)) {
-      return c.Error("duplicate tensor name '" + info.name + "'", name_at);
+      return c.Error("duplicate tensor name '" + EscapeForMessage(info.name) + "'", name_at);
     }
     GOOSE_RETURN_IF_ERROR(c.Charge(2 * info.name.size() + kMaxDims * sizeof(int64_t), name_at));
     const uint64_t ndims_at = c.pos();
@@ -669,7 +673,8 @@ Status GgufFile::Parse() {
       return Status::Error(StrFormat(
           "%s: tensor '%s' data [%llu, %llu) relative to the data section at offset %llu runs "
           "past the end of the file (%llu bytes)",
-          path_.c_str(), info.name.c_str(), static_cast<unsigned long long>(info.offset),
+          path_.c_str(), EscapeForMessage(info.name).c_str(),
+          static_cast<unsigned long long>(info.offset),
           static_cast<unsigned long long>(info.offset + info.n_bytes),
           static_cast<unsigned long long>(data_start), static_cast<unsigned long long>(size_)));
     }

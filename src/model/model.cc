@@ -10,6 +10,7 @@
 
 #include "ops/cpu_features.h"
 #include "ops/qmatmul.h"
+#include "util/escape.h"
 #include "util/fp16.h"
 
 namespace goose {
@@ -38,8 +39,9 @@ class TensorReader {
       return Status::Error(StrFormat(
           "%s: unsupported tensor '%s' (goose does not implement it for %s; ignoring it would "
           "change the logits)",
-          gguf_.path().c_str(), t.name.c_str(), gguf_.GetString("general.architecture")
-                                                     .value_or("this architecture").c_str()));
+          gguf_.path().c_str(), EscapeForMessage(t.name).c_str(),
+          EscapeForMessage(gguf_.GetString("general.architecture").value_or("this architecture"))
+              .c_str()));
     }
     return Status::Ok();
   }

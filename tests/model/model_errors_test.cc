@@ -82,6 +82,11 @@ TEST(ModelErrorsTest, UnsupportedArchitecture) {
   EXPECT_CONTAINS(msg, "general.architecture");
   EXPECT_CONTAINS(msg, "unsupported architecture");
   EXPECT_CONTAINS(msg, "mamba");
+  // Quoted escaped (util/escape.h).
+  const std::string raw = WriteVariant("arch_raw", {.metadata = [](GgufWriter& w) {
+    w.Set("general.architecture", GgufValue::String("mam\xff" "ba\n"));
+  }});
+  EXPECT_CONTAINS(LoadError(raw), "'mam\\xFFba\\n'");
 }
 
 TEST(ModelErrorsTest, MissingKey) {
