@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <limits>
 
@@ -278,7 +279,13 @@ static bool IsUnsigned(GgufType t) {
 int64_t GgufValue::AsInt() const {
   if (IsUnsigned(type)) return static_cast<int64_t>(u);
   if (is_integer()) return i;
-  if (is_float()) return static_cast<int64_t>(f);
+  if (is_float()) {
+    // A float from a file may be anything; converting one outside int64's range is UB.
+    if (std::isnan(f)) return 0;
+    if (f >= 0x1p63) return std::numeric_limits<int64_t>::max();
+    if (f < -0x1p63) return std::numeric_limits<int64_t>::min();
+    return static_cast<int64_t>(f);
+  }
   return 0;
 }
 
