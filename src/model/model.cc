@@ -199,9 +199,12 @@ StatusOr<std::unique_ptr<Model>> Model::FromGguf(std::unique_ptr<GgufFile> gguf)
 
   uint64_t bytes = static_cast<uint64_t>(m->token_embd_.row_bytes()) +
                    m->output_.row_bytes() * m->output_.rows + c.n_embd * 4ull;
-  m->layers_.resize(static_cast<size_t>(c.n_layer));
+  // One layer at a time, as its tensors are found: block_count comes from the file (up to
+  // 2^24), and a file that claims millions of layers must fail at the first missing one, not
+  // allocate them all first.
+  m->layers_.reserve(std::min<size_t>(c.n_layer, m->gguf_->tensors().size()));
   for (int l = 0; l < c.n_layer; ++l) {
-    LayerWeights& L = m->layers_[l];
+    LayerWeights& L = m->layers_.emplace_back();
     const std::string p = "blk." + std::to_string(l) + ".";
     GOOSE_ASSIGN_OR_RETURN(L.attn_norm, r.Vector(p + "attn_norm.weight", c.n_embd));
     GOOSE_ASSIGN_OR_RETURN(L.wq, r.Matrix(p + "attn_q.weight", q_dim, c.n_embd));

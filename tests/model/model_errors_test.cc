@@ -121,6 +121,17 @@ TEST(ModelErrorsTest, InvalidKeys) {
   }
 }
 
+TEST(ModelErrorsTest, AbsurdBlockCountFailsAtTheFirstMissingLayer) {
+  // 2^24 layers claimed, 5 in the file: the error names blk.5, and Load never allocated 2^24
+  // layers' weights first (fuzz/regressions/gguf_model/huge-block-count).
+  const std::string path = WriteVariant("blocks", {.metadata = [](GgufWriter& w) {
+    w.Set("llama.block_count", GgufValue::U32(1u << 24));
+  }});
+  const std::string msg = LoadError(path);
+  EXPECT_CONTAINS(msg, "blk.5.attn_norm.weight");
+  EXPECT_CONTAINS(msg, "missing");
+}
+
 TEST(ModelErrorsTest, MissingTensor) {
   const std::string path = WriteVariant("notensor", {.tensor = [](std::string& name, auto&, auto&, auto&) {
     return name != "blk.2.ffn_up.weight";
