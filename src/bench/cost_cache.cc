@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -138,10 +139,21 @@ StatusOr<std::vector<VerifyCostPoint>> ParseCostCache(std::string_view text,
     const std::string why = KeyDifference(j.contains("key") ? j.at("key") : nlohmann::json(), key);
     if (!why.empty()) return Status::Error("measured for another " + why);
     for (const auto& p : j.at("curve")) {
-      const int n = p.at("nodes").get<int>();
+      // nodes: an integer (get<int> of 1e10 is UB) no larger than a tree goose builds
+      // (BudgetChooser allocates [max nodes]^2 counters, the context holds 128-node trees).
+      const nlohmann::json& nodes = p.at("nodes");
       const double s = p.at("seconds").get<double>();
-      if (n < 1 || !(s > 0)) return Status::Error("unreadable: bad point");
-      curve.push_back({n, s});
+      const bool n_ok = nodes.is_number_unsigned()
+                            ? nodes.get<uint64_t>() >= 1 &&
+                                  nodes.get<uint64_t>() <= SpecStats::kMaxTreeNodes
+                            : nodes.is_number_integer() && nodes.get<int64_t>() >= 1 &&
+                                  nodes.get<int64_t>() <= SpecStats::kMaxTreeNodes;
+      if (!n_ok || !(s > 0) || !std::isfinite(s)) {
+        return Status::Error(StrFormat("unreadable: point %s is not {nodes: 1..%d, seconds > 0}",
+                                       EscapeForMessage(p.dump(), 80).c_str(),
+                                       SpecStats::kMaxTreeNodes));
+      }
+      curve.push_back({static_cast<int>(nodes.get<int64_t>()), s});
     }
   } catch (const std::exception& e) {
     return Status::Error("unreadable: " + EscapeForMessage(e.what(), 200));

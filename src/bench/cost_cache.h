@@ -39,8 +39,10 @@ struct CostCalibration {
 };
 
 // Reads a cost cache file's text against the current `key` (LoadOrMeasureCost's check, pure, so
-// that it can be fuzzed): the curve, made monotone, when the file can be trusted; otherwise why
-// not ("measured for another cpu, build" or "unreadable: ..."), for LoadOrMeasureCost's note.
+// that it can be fuzzed): the curve, made monotone, when the file can be trusted (every point
+// {nodes: an integer in 1..SpecStats::kMaxTreeNodes, seconds: finite and > 0}, one at 1 node);
+// otherwise why not ("measured for another cpu, build" or "unreadable: ..."), for
+// LoadOrMeasureCost's note.
 StatusOr<std::vector<VerifyCostPoint>> ParseCostCache(std::string_view text,
                                                       const nlohmann::json& key);
 
