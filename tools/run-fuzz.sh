@@ -8,7 +8,8 @@
 # under <corpus>/findings/<target>/: once fixed, copy it into fuzz/regressions/<target>/, which
 # every test run replays (ctest fuzz_regressions.<target>).
 #
-# Usage: tools/run-fuzz.sh [--time SECONDS] [--target NAME]... [--corpus DIR] [--build-only]
+# Usage: tools/run-fuzz.sh [--time SECONDS] [--target NAME]... [--corpus DIR]
+#                          [--build-only | --no-build]
 #   --time     seconds per target (default 45)
 #   --target   run only these targets (default: every fuzz/<name>_fuzz.cc)
 #   --corpus   corpora, logs and findings (default build-fuzz/corpus; kept between runs)
@@ -22,12 +23,14 @@ time_per_target=45
 targets=()
 corpus=build-fuzz/corpus
 build_only=0
+no_build=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --time) time_per_target=$2; shift 2 ;;
     --target) targets+=("$2"); shift 2 ;;
     --corpus) corpus=$2; shift 2 ;;
     --build-only) build_only=1; shift ;;
+    --no-build) no_build=1; shift ;;
     *) echo "run-fuzz.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -36,13 +39,15 @@ start=$(date +%s)
 
 # clang cannot build src/ops (GCC vector builtins and target pragmas): the fuzz build links the
 # kernels of the release build (the one tools/run-tests.sh configures the same way).
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build build -j"$jobs" --target goose_ops >/dev/null
-CC=clang CXX=clang++ cmake -S . -B build-fuzz -DGOOSE_FUZZ=ON -DGOOSE_BUILD_TESTS=OFF \
-  -DGOOSE_FUZZ_OPS_LIB="$root/build/libgoose_ops.a" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" >/dev/null
-cmake --build build-fuzz -j"$jobs" --target fuzz_all
-echo "fuzz build: $(( $(date +%s) - start )) s"
+if [ "$no_build" = 0 ]; then
+  cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+  cmake --build build -j"$jobs" --target goose_ops >/dev/null
+  CC=clang CXX=clang++ cmake -S . -B build-fuzz -DGOOSE_FUZZ=ON -DGOOSE_BUILD_TESTS=OFF \
+    -DGOOSE_FUZZ_OPS_LIB="$root/build/libgoose_ops.a" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" >/dev/null
+  cmake --build build-fuzz -j"$jobs" --target fuzz_all
+  echo "fuzz build: $(( $(date +%s) - start )) s"
+fi
 [ "$build_only" = 1 ] && exit 0
 
 if [ ${#targets[@]} -eq 0 ]; then
