@@ -20,7 +20,8 @@
 //   slot count, both tiers). Load requires every header field to equal this table's (a table
 //   of another model, of a unigram-only TR table into a bigram table, or of another size is an
 //   error, never silently adapted), checks the file's exact size before allocating anything and
-//   every id after reading, and leaves the table unchanged on error.
+//   after reading every id and score (in [0, 1], sorted along each row, as Harvest stores
+//   TopK's), and leaves the table unchanged on error.
 // - model_fingerprint identifies the model the table was harvested from (the engine passes
 //   ModelFingerprint(model)); 0 = unspecified, which only matches 0.
 // - Not thread-safe; may be shared across requests of one model (hot start).

@@ -11,6 +11,7 @@
 
 #include "engine/learned_cache.h"
 #include "ops/cpu_features.h"
+#include "util/escape.h"
 
 namespace goose {
 
@@ -153,6 +154,60 @@ bool Noisy(const std::vector<VerifyCostPoint>& curve) {
 
 }  // namespace
 
+namespace {
+
+// The "curve" array of a cost file: every point {nodes: an integer in 1..kMaxTreeNodes (get<int>
+// of 1e10 is UB; BudgetChooser allocates [max nodes]^2 counters), seconds: finite and > 0}, one
+// at 1 node; made monotone. Throws nlohmann's exceptions on a wrong shape.
+StatusOr<std::vector<VerifyCostPoint>> CurvePoints(const nlohmann::json& arr) {
+  std::vector<VerifyCostPoint> curve;
+  for (const auto& p : arr) {
+    const nlohmann::json& nodes = p.at("nodes");
+    const double s = p.at("seconds").get<double>();
+    const bool n_ok = nodes.is_number_unsigned()
+                          ? nodes.get<uint64_t>() >= 1 &&
+                                nodes.get<uint64_t>() <= SpecStats::kMaxTreeNodes
+                          : nodes.is_number_integer() && nodes.get<int64_t>() >= 1 &&
+                                nodes.get<int64_t>() <= SpecStats::kMaxTreeNodes;
+    if (!n_ok || !(s > 0) || !std::isfinite(s)) {
+      return Status::Error(StrFormat("unreadable: point %s is not {nodes: 1..%d, seconds > 0}",
+                                     EscapeForMessage(p.dump(), 80).c_str(),
+                                     SpecStats::kMaxTreeNodes));
+    }
+    curve.push_back({static_cast<int>(nodes.get<int64_t>()), s});
+  }
+  MakeMonotone(&curve);
+  if (curve.empty() || curve.front().nodes != 1) {
+    return Status::Error("unreadable: the curve does not start at 1 node");
+  }
+  return curve;
+}
+
+}  // namespace
+
+StatusOr<CachedCurve> ParseCostCache(std::string_view text, const nlohmann::json& key) {
+  CachedCurve cached;
+  try {
+    const nlohmann::json j = nlohmann::json::parse(text);
+    const std::string why = KeyDifference(j.contains("key") ? j.at("key") : nlohmann::json(), key);
+    if (!why.empty()) return Status::Error("measured for another " + why);
+    GOOSE_ASSIGN_OR_RETURN(cached.curve, CurvePoints(j.at("curve")));
+    const nlohmann::json& n = j.contains("calibrations") ? j.at("calibrations") : nlohmann::json(1);
+    cached.calibrations =
+        n.is_number_integer()
+            ? static_cast<int>(std::clamp<int64_t>(n.get<int64_t>(), 0, kMaxCalibrations))
+            : 1;
+    auto flag = [&j](const char* name) {
+      return j.contains(name) && j.at(name).is_boolean() && j.at(name).get<bool>();
+    };
+    cached.measure_again =
+        (flag("noisy") || flag("stale")) && cached.calibrations < kMaxCalibrations;
+  } catch (const std::exception& e) {
+    return Status::Error("unreadable: " + EscapeForMessage(e.what(), 200));
+  }
+  return cached;
+}
+
 StatusOr<CostCalibration> LoadOrMeasureCost(const Model& model, const std::string& model_path,
                                             ThreadPool* pool, bool recalibrate,
                                             const VerifyCostOptions* measure) {
@@ -165,41 +220,22 @@ StatusOr<CostCalibration> LoadOrMeasureCost(const Model& model, const std::strin
   if (!recalibrate) {
     std::ifstream in(cal.cache_path);
     if (in) {
-      std::string why;
-      try {
-        const nlohmann::json j = nlohmann::json::parse(in);
-        why = KeyDifference(j.contains("key") ? j.at("key") : nlohmann::json(), key);
-        if (why.empty()) {
-          for (const auto& p : j.at("curve")) {
-            const int n = p.at("nodes").get<int>();
-            const double s = p.at("seconds").get<double>();
-            if (n < 1 || !(s > 0)) throw std::runtime_error("bad point");
-            cal.curve.push_back({n, s});
-          }
-          MakeMonotone(&cal.curve);
-          if (!cal.curve.empty() && cal.curve.front().nodes == 1) {
-            calibrations = j.value("calibrations", 1);
-            const bool again = j.value("noisy", false) || j.value("stale", false);
-            if (!again || calibrations >= kMaxCalibrations) {
-              cal.from_cache = true;
-              return cal;
-            }
-            previous = cal.curve;
-            cal.note = "the cached cost curve was measured on a busy machine; measuring again";
-          }
-          why.clear();
-        }
-      } catch (const std::exception&) {
-        why.clear();
+      std::stringstream text;
+      text << in.rdbuf();
+      auto cached = ParseCostCache(text.str(), key);
+      if (cached.ok() && !cached->measure_again) {
+        cal.curve = std::move(cached->curve);
+        cal.from_cache = true;
+        return cal;
       }
-      if (previous.empty()) {
-        cal.note = why.empty()
-                       ? "ignored unreadable cost cache " + cal.cache_path + "; re-measuring"
-                       : "cost cache " + cal.cache_path + " was measured for another " + why +
-                             "; re-measuring";
-        calibrations = 0;
+      if (cached.ok()) {
+        previous = std::move(cached->curve);
+        calibrations = cached->calibrations;
+        cal.note = "the cached cost curve was measured on a busy machine; measuring again";
+      } else {
+        cal.note = "cost cache " + cal.cache_path + " was " + cached.status().message() +
+                   "; re-measuring";
       }
-      cal.curve.clear();
     }
   }
   const VerifyCostOptions options = measure ? *measure : CalibrationOptions(model);
@@ -247,27 +283,14 @@ Status CheckObservedCosts(const CostCalibration& cal, const std::vector<CostSamp
 StatusOr<std::vector<VerifyCostPoint>> ReadCostCurve(const std::string& path) {
   std::ifstream in(path);
   if (!in) return Status::Error("cannot read cost curve '" + path + "'");
-  std::vector<VerifyCostPoint> curve;
   try {
-    const nlohmann::json j = nlohmann::json::parse(in);
-    for (const auto& p : j.at("curve")) {
-      const int n = p.at("nodes").get<int>();
-      const double s = p.at("seconds").get<double>();
-      if (n < 1 || n > 128 || !(s > 0) || !std::isfinite(s)) {
-        return Status::Error("cost curve '" + path + "': point {nodes " + std::to_string(n) +
-                             "} is not 1..128 nodes with a positive time");
-      }
-      curve.push_back({n, s});
-    }
+    auto curve = CurvePoints(nlohmann::json::parse(in).at("curve"));
+    if (!curve.ok()) return Status::Error("cost curve '" + path + "' is " + curve.status().message());
+    return curve;
   } catch (const std::exception& e) {
     return Status::Error("cost curve '" + path + "' is not a JSON object with a \"curve\" array "
-                         "of {\"nodes\", \"seconds\"}: " + e.what());
+                         "of {\"nodes\", \"seconds\"}: " + EscapeForMessage(e.what(), 200));
   }
-  MakeMonotone(&curve);
-  if (curve.empty() || curve.front().nodes != 1) {
-    return Status::Error("cost curve '" + path + "' has no point at 1 node");
-  }
-  return curve;
 }
 
 }  // namespace goose

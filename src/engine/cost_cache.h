@@ -21,6 +21,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -43,13 +44,26 @@ struct CostCalibration {
   std::string note;  // why the cache was not used or not written (a warning), else empty
 };
 
+constexpr int kMaxCalibrations = 3;
+
+// A cost cache file's content once checked.
+struct CachedCurve {
+  std::vector<VerifyCostPoint> curve;  // monotone, from 1 node
+  int calibrations = 1;                // how many measurements it merges (0..kMaxCalibrations)
+  bool measure_again = false;          // noisy or stale, and kMaxCalibrations not reached
+};
+
+// Reads a cost cache file's text against the current `key` (LoadOrMeasureCost's check, pure, so
+// that it can be fuzzed): the curve when the file can be trusted (every point {nodes: an integer
+// in 1..SpecStats::kMaxTreeNodes, seconds: finite and > 0}, one at 1 node); otherwise why not
+// ("measured for another cpu, build" or "unreadable: ..."), for LoadOrMeasureCost's note.
+StatusOr<CachedCurve> ParseCostCache(std::string_view text, const nlohmann::json& key);
+
 // `measure`: the measurement options when the cache cannot be used (tests pass tiny ones);
 // nullptr = CalibrationOptions(model).
 StatusOr<CostCalibration> LoadOrMeasureCost(const Model& model, const std::string& model_path,
                                             ThreadPool* pool, bool recalibrate,
                                             const VerifyCostOptions* measure = nullptr);
-
-constexpr int kMaxCalibrations = 3;
 
 // After a run on `cal`'s curve: `observed` holds the median pass seconds per tree size seen at
 // least a few times in the run (Engine::ObservedPassCosts). If one is under 0.7 x the cached

@@ -71,6 +71,36 @@ TEST(VerifyCost, MonotoneFixTakesTheSuffixMinimum) {
   }
 }
 
+TEST(ParseCostCacheTest, AcceptsOnlyCurvesGooseCouldHaveWritten) {
+  const json key = {{"cpu", "c"}, {"threads", 2}};
+  auto parse = [&](const json& curve) {
+    return ParseCostCache(json{{"key", key}, {"curve", curve}}.dump(), key);
+  };
+  auto ok = parse(json::array({{{"nodes", 4}, {"seconds", 2e-4}}, {{"nodes", 1}, {"seconds", 3e-4}},
+                               {{"nodes", 128}, {"seconds", 9e-4}}}));
+  ASSERT_TRUE(ok.ok()) << ok.status().message();
+  ASSERT_EQ(ok->curve.size(), 3u);
+  EXPECT_EQ(ok->curve[0].nodes, 1);
+  EXPECT_DOUBLE_EQ(ok->curve[0].seconds, 2e-4);  // made monotone
+  EXPECT_EQ(ok->curve[2].nodes, 128);
+  EXPECT_FALSE(ok->measure_again);
+  // Found by fuzz_cost_cache (fuzz/regressions/cost_cache/): nodes past the largest tree made
+  // BudgetChooser allocate [nodes]^2 counters; a float nodes count converted to int is UB.
+  for (const json& bad : {json(129), json(100000), json(1e10), json(1.5), json(0), json(-1),
+                          json("1"), json(18446744073709551615ull)}) {
+    auto r = parse(json::array({{{"nodes", 1}, {"seconds", 1e-4}}, {{"nodes", bad}, {"seconds", 2e-4}}}));
+    ASSERT_FALSE(r.ok()) << bad.dump();
+    EXPECT_NE(r.status().message().find("unreadable"), std::string::npos) << r.status().message();
+  }
+  for (const json& bad : {json(0.0), json(-1e-4), json("x"), json(nullptr)}) {
+    EXPECT_FALSE(parse(json::array({{{"nodes", 1}, {"seconds", bad}}})).ok()) << bad.dump();
+  }
+  EXPECT_FALSE(parse(json::array({{{"nodes", 2}, {"seconds", 1e-4}}})).ok());  // no 1-node point
+  auto other = ParseCostCache(json{{"key", {{"cpu", "d"}, {"threads", 2}}}, {"curve", json::array()}}.dump(), key);
+  ASSERT_FALSE(other.ok());
+  EXPECT_EQ(other.status().message(), "measured for another cpu");
+}
+
 class CostCacheTest : public ::testing::Test {
  protected:
   void SetUp() override {
