@@ -138,7 +138,7 @@ uint64_t ForwardScratchBytes(const LlamaConfig& config, int n_batch) {
 }
 
 void Model::TileMatrices() {
-  if (IntKernelFor(ActiveCpuLevel()) != 2) return;
+  if (IntKernelFor(ActiveCpuLevel()) != IntKernel::kAvx512Vnni) return;
   // A tied output head shares token_embd's data: the embedding then reads its rows from the
   // output's tiles too (GetRow rebuilds a row), so that the file's copy can go as well.
   const bool tied = token_embd_.data == output_.data;

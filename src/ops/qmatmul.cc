@@ -1,13 +1,13 @@
-// QMatMul's dispatch: which kernel computes each tile of W rows, the threads' split of the
-// tiles, and the activations' quantization (see qmatmul.h for the fixed order, and
-// qmatmul_internal.h for the kernel files).
+// QMatMul's dispatch: which kernel computes each tile of W rows (the table below), the
+// threads' split of the tiles, and the activations' quantization. qmatmul.h gives the fixed
+// order that makes every path's bits the same; qmatmul_internal.h lists the kernel files.
 //
-// Q8_0, Q4_K, Q4_0 and Q5_0 weights stored as tiles (WeightLayout::kTiles: the AVX-512 IR,
-// Q4_K's levels still as nibbles, made at load time) are read in place by every batch size.
-// For row-major weights and a few tokens (decode) on AVX-512 the unpack is most of the work,
-// so full tiles of Q8_0, Q4_0, Q5_0, Q4_K and Q6_K are read straight from the blocks instead
-// ("direct" kernels): integer row sums are folded into the same lane layout, and the float
-// code is the tile kernel's.
+// In short: weights stored as tiles (WeightLayout::kTiles: Q8_0, Q4_K, Q4_0 and Q5_0, made at
+// load time on AVX-512 VNNI CPUs without AMX) are read without a transpose by every batch size.
+// For row-major weights and a few tokens (decode) the unpack is most of the work, so full
+// tiles are read straight from the blocks instead ("direct" kernels, AVX-512 and AVX2):
+// integer row sums are folded into the tile kernel's lane layout, and the float code is the
+// tile kernel's.
 #include "ops/qmatmul.h"
 
 #include <algorithm>
@@ -21,15 +21,12 @@ namespace goose {
 namespace {
 
 using qmm::Act;
-using qmm::DirectAvx2MaxTok;
-using qmm::DirectMaxTok;
 using qmm::Fmt;
 using qmm::GetFmt;
 using qmm::KernelAvx2;
 using qmm::KernelAvx512;
 using qmm::KernelAvx512Pairs;
 using qmm::KernelScalar;
-using qmm::kMinPairTokens;
 using qmm::PackTile;
 using qmm::PackTileAvx2;
 using qmm::PackTileAvx512;
@@ -41,24 +38,135 @@ using qmm::RunDirectAvx2;
 using qmm::RunTiled;
 using qmm::Tile;
 
-// Row tiles [tile0, tile1) of width w: unpack once, apply to all tokens (or, for a few tokens,
-// the direct kernels on full tiles; with AMX, the tile multiplies on full tiles). `follow`: the
-// first tile of this thread's next run (-1: none), so that the prefetch ahead continues into it.
-void RunTiles(const WeightMatrix& wm, const Fmt& f, const Act& a, const qmm::AmxAct* amx,
-              int n_tok, float* out, int kernel, int64_t tile0, int64_t tile1, int64_t follow) {
-  if (wm.layout == WeightLayout::kTiles && kernel == 2) {
-    return RunTiled(wm, f, a, n_tok, out, tile0, tile1, follow);
+// ---- The dispatch table: which code computes a tile of W rows. ----
+//
+// By kernel (the ISA), weight layout and batch size n, for a full tile; the limits are per
+// dtype (kIntPaths below). A partial last tile (rows % tile rows) is unpacked row by row
+// (PackTile) for the kernel's tile code, AMX's for the AVX-512 one.
+//
+//   kernel       rows/tile  layout  path
+//   kScalar      1          any     PackTile (rows rebuilt from tiles), KernelScalar
+//   kAvx2        8          rows    n <= avx2_direct: RunDirectAvx2 (8 rows from the blocks)
+//                                   else PackTileAvx2 (Q8_0, Q4_0, Q4_K; others PackTile),
+//                                   KernelAvx2
+//                           tiles   PackTile (rows rebuilt from tiles), KernelAvx2
+//   kAvx512Vnni  16         rows    n <= vnni_direct: RunDirect (16 rows from the blocks)
+//                                   else PackTileAvx512, KernelAvx512; from pairs_from tokens
+//                                   on, two tiles at a time (KernelAvx512Pairs)
+//                           tiles   RunTiled: n <= in_place: read in place, else unpacked once
+//                                   per pass; pairs as above
+//   kAmx         16         rows    n <= amx_direct: RunDirect, else AmxTile (qmatmul_amx.cc)
+//                           tiles   as kAvx512Vnni (the tiles are its layout)
+
+// Rows per tile, by kernel: the unit the threads claim.
+constexpr int kTileRows[] = {1, 8, 16, 16};
+
+// The per-dtype limits of the table above (0: never).
+// - avx2_direct: measured from DRAM, 2 threads, 8192x2048, against the (gathering) tile path:
+//   one token Q8_0 2.39 -> 0.34 ms, Q4_K 2.38 -> 0.27, Q6_K 4.52 -> 0.43, Q5_0 5.13 -> 0.41,
+//   Q4_0 0.96 -> 0.34; even at 16 tokens for Q8_0, at 8-16 for the K-quants and Q5_0, at 8
+//   already behind for Q4_0.
+// - vnni_direct: beyond it the tile's unpack, amortized over the batch, is cheaper than a
+//   reduction per token (measured break-even: Q8_0 and Q4_K about 4-8 tokens; Q4_0 / Q5_0,
+//   whose tiles cost more to unpack, beyond 8). Q6_K: 8192x2048 from DRAM, 2 threads: 0.37 ms
+//   direct vs 0.71 tiled at 1 token; at 2 tokens the tiles already win (llama-1B Q6_K c(2):
+//   45 ms direct, 42 tiled).
+// - amx_direct: against AMX, whose cost is about that of a full 16-token chunk, the direct
+//   kernel pays up to 4 tokens for Q8_0 and 8 for Q4_K (its tiles cost more to unpack).
+//   Measured, Q8_0 from DRAM, 2 threads: 4864x896 direct 0.25 ms at 4 tokens, 0.32-0.50 at
+//   5-8; AMX 0.30-0.32.
+// - in_place (dtypes with tiles, HasTiles): Q8_0's tiles are already what the kernel reads.
+//   Measured from DRAM, 2 threads (4864x896; Q4_K 8192x2048): Q4_0 in place at every size
+//   (16 tokens 0.129 ms vs 0.157 unpacked); Q4_K in place 0.55 vs 0.65 at 16, within noise
+//   from 24 on; Q5_0, whose bit-4 masks cost a few more operations per weight vector,
+//   unpacked from 12 (0.12 vs 0.14).
+// - pairs_from: from this many tokens on, pairs of tiles beat single tiles (KernelAvx512Pair:
+//   blocks of 32 only).
+struct IntDTypePaths {
+  DType dtype;
+  int avx2_direct, vnni_direct, amx_direct, in_place, pairs_from;
+};
+constexpr int kAll = 1 << 30;
+constexpr IntDTypePaths kIntPaths[] = {
+    // dtype       avx2_direct vnni_direct amx_direct in_place pairs_from
+    {DType::kQ8_0, 16,         4,          4,         kAll,    8},
+    {DType::kQ4_0, 4,          8,          8,         kAll,    8},
+    {DType::kQ5_0, 8,          8,          8,         8,       8},
+    {DType::kQ4_K, 8,          4,          8,         16,      0},
+    {DType::kQ5_K, 0,          0,          0,         0,       0},
+    {DType::kQ6_K, 8,          1,          1,         0,       0},
+};
+
+const IntDTypePaths& PathsOf(DType t) {
+  for (const IntDTypePaths& p : kIntPaths) {
+    if (p.dtype == t) return p;
   }
-  const int w = kernel >= 2 ? 16 : kernel == 1 ? 8 : 1;
+  GOOSE_CHECK(false && "not an int-dot dtype");
+  return kIntPaths[0];
+}
+
+// A full tile's path (the table's last column).
+enum class TilePath : uint8_t {
+  kScalar,        // PackTile, KernelScalar
+  kAvx2,          // PackTileAvx2 or PackTile, KernelAvx2
+  kAvx2Direct,    // RunDirectAvx2
+  kAvx512,        // PackTileAvx512, KernelAvx512 or KernelAvx512Pairs
+  kAvx512Direct,  // RunDirect
+  kAvx512Tiles,   // RunTiled (WeightLayout::kTiles)
+  kAmx,           // AmxTile
+};
+
+// One QMatMul's row of the table.
+struct IntPlan {
+  IntKernel kernel;  // the kernel that runs (weights stored as tiles: at most kAvx512Vnni)
+  int tile_rows;     // kTileRows[kernel]
+  TilePath path;     // of full tiles
+  bool pairs;        // kAvx512, kAvx512Tiles: two full tiles at a time
+  bool in_place;     // kAvx512Tiles: read in place (else unpacked once per pass)
+};
+
+IntPlan PlanFor(IntKernel kernel, DType dtype, WeightLayout layout, int n) {
+  const IntDTypePaths& p = PathsOf(dtype);
+  const bool rows = layout == WeightLayout::kRows;
+  // Tiles are the AVX-512 kernel's layout (AMX multiplies row-major tiles).
+  if (!rows) kernel = std::min(kernel, IntKernel::kAvx512Vnni);
+  IntPlan plan{kernel, kTileRows[static_cast<int>(kernel)], TilePath::kScalar, false, false};
+  switch (kernel) {
+    case IntKernel::kScalar:
+      break;
+    case IntKernel::kAvx2:
+      plan.path = rows && n <= p.avx2_direct ? TilePath::kAvx2Direct : TilePath::kAvx2;
+      break;
+    case IntKernel::kAvx512Vnni:
+      plan.path = !rows                 ? TilePath::kAvx512Tiles
+                  : n <= p.vnni_direct ? TilePath::kAvx512Direct
+                                       : TilePath::kAvx512;
+      plan.pairs = plan.path != TilePath::kAvx512Direct && p.pairs_from > 0 && n >= p.pairs_from;
+      plan.in_place = !rows && n <= p.in_place;
+      break;
+    case IntKernel::kAmx:
+      plan.path = n <= p.amx_direct ? TilePath::kAvx512Direct : TilePath::kAmx;
+      break;
+  }
+  return plan;
+}
+
+// Row tiles [tile0, tile1) as the plan says: unpack once, apply to all tokens (or, for a few
+// tokens, the direct kernels on full tiles; with AMX, the tile multiplies on full tiles; amx:
+// the activations packed for them). `follow`: the first tile of this thread's next run (-1:
+// none), so that the prefetch ahead continues into it.
+void RunTiles(const WeightMatrix& wm, const Fmt& f, const Act& a, const qmm::AmxAct* amx,
+              int n_tok, float* out, const IntPlan& plan, int64_t tile0, int64_t tile1,
+              int64_t follow) {
+  if (plan.path == TilePath::kAvx512Tiles) {
+    return RunTiled(wm, f, a, n_tok, out, tile0, tile1, follow, plan.in_place, plan.pairs);
+  }
+  const int w = plan.tile_rows;
+  const IntKernel kernel = plan.kernel;
   const int cols = static_cast<int>(wm.cols);
   thread_local RowIR row;
   thread_local Tile tile, tile2;
   row.Resize(cols, f);
-  // Pairs of full tiles share the activation loads (KernelAvx512Pair).
-  const bool pairs = kernel == 2 && !f.k && n_tok >= kMinPairTokens;
-  const bool direct = kernel >= 2 && n_tok <= DirectMaxTok(wm.dtype, kernel);
-  const bool direct_avx2 = kernel == 1 && wm.layout == WeightLayout::kRows &&
-                           n_tok <= DirectAvx2MaxTok(wm.dtype);
   // The rows of the tile after ti in this thread's order, to prefetch: while it is full and
   // its rows are short (else null).
   const bool prefetch = wm.row_bytes() <= qmm::MaxPrefetchRowBytes();
@@ -72,21 +180,23 @@ void RunTiles(const WeightMatrix& wm, const Fmt& f, const Act& a, const qmm::Amx
   for (int64_t ti = tile0; ti < tile1; ++ti) {
     const int64_t r0 = ti * w;
     const int nr = static_cast<int>(std::min<int64_t>(w, wm.rows - r0));
+    const bool full = nr == w;
     const bool prefetched = prefetch && ti != tile0;  // by the previous tile's kernel
-    if (direct && nr == 16) {
+    if (full && plan.path == TilePath::kAvx512Direct) {
       // One tile ahead measured best here: two tiles plus the current one overflow L1.
       RunDirect(wm, r0, a, n_tok, ahead(ti), out + r0);
       continue;
     }
-    if (direct_avx2 && nr == 8) {
+    if (full && plan.path == TilePath::kAvx2Direct) {
       RunDirectAvx2(wm, r0, a, n_tok, ahead(ti), out + r0);
       continue;
     }
-    if (amx != nullptr && nr == 16) {
+    if (full && plan.path == TilePath::kAmx) {
       qmm::AmxTile(wm, f, *amx, r0, ahead(ti), out);
       continue;
     }
-    if (pairs && nr == 16 && ti + 1 < tile1 && r0 + 32 <= wm.rows &&
+    // Pairs of full tiles share the activation loads (KernelAvx512Pair).
+    if (plan.pairs && full && ti + 1 < tile1 && r0 + 32 <= wm.rows &&
         PackTileAvx512(wm, f, r0, 16, &tile, prefetched) &&
         PackTileAvx512(wm, f, r0 + 16, 16, &tile2, prefetched)) {
       KernelAvx512Pairs(tile, tile2, f, cols, a, n_tok, out + r0, wm.rows, ahead(ti + 1),
@@ -94,15 +204,17 @@ void RunTiles(const WeightMatrix& wm, const Fmt& f, const Act& a, const qmm::Amx
       ++ti;
       continue;
     }
-    // (A partial tile under AMX runs the AVX-512 tile kernel: the same bits.)
-    if (!(kernel >= 2 && PackTileAvx512(wm, f, r0, nr, &tile, prefetched)) &&
-        !(kernel == 1 && PackTileAvx2(wm, f, r0, nr, &tile))) {
+    // The kernel's tile code, on a tile from its own packer where it has one, else unpacked row
+    // by row. (A partial tile under AMX runs the AVX-512 tile kernel: the same bits.)
+    const bool avx512 = kernel >= IntKernel::kAvx512Vnni;
+    if (!(avx512 && PackTileAvx512(wm, f, r0, nr, &tile, prefetched)) &&
+        !(kernel == IntKernel::kAvx2 && PackTileAvx2(wm, f, r0, nr, &tile))) {
       PackTile(wm, f, r0, nr, w, &row, &tile);
     }
     float* o = out + r0;
-    if (kernel >= 2) {
+    if (avx512) {
       KernelAvx512(tile, f, cols, a, n_tok, o, wm.rows, nr, ahead(ti), w * wm.row_bytes());
-    } else if (kernel == 1) {
+    } else if (kernel == IntKernel::kAvx2) {
       KernelAvx2(tile, f, cols, a, n_tok, o, wm.rows, nr);
     } else {
       KernelScalar(tile, f, cols, a, n_tok, o, wm.rows);
@@ -123,37 +235,44 @@ bool IsIntDotType(DType t) {
          t == DType::kQ5_K || t == DType::kQ6_K;
 }
 
-int IntKernelFor(CpuLevel level) {
-  if (level == CpuLevel::kAmx) return 3;  // implies VNNI (cpu_features.cc)
-  if (level == CpuLevel::kAvx512 && HasAvx512Vnni()) return 2;
-  if (level >= CpuLevel::kAvx2) return 1;
-  return 0;
+const char* IntKernelName(IntKernel kernel) {
+  switch (kernel) {
+    case IntKernel::kScalar: return "scalar";
+    case IntKernel::kAvx2: return "avx2";
+    case IntKernel::kAvx512Vnni: return "avx512-vnni";
+    case IntKernel::kAmx: return "amx";
+  }
+  return "?";
+}
+
+IntKernel IntKernelFor(CpuLevel level) {
+  if (level == CpuLevel::kAmx) return IntKernel::kAmx;  // implies VNNI (cpu_features.cc)
+  if (level == CpuLevel::kAvx512 && HasAvx512Vnni()) return IntKernel::kAvx512Vnni;
+  if (level >= CpuLevel::kAvx2) return IntKernel::kAvx2;
+  return IntKernel::kScalar;
 }
 
 void QMatMul(const WeightMatrix& w, const float* x, int n_tokens, float* out, ThreadPool* pool,
-             int kernel) {
+             IntKernel kernel) {
   const WeightMatrix* ws[] = {&w};
   float* outs[] = {out};
   QMatMulShared(ws, 1, x, n_tokens, outs, pool, kernel);
 }
 
 void QMatMulShared(const WeightMatrix* const* ws, int n_w, const float* x, int n_tokens,
-                   float* const* outs, ThreadPool* pool, int kernel) {
+                   float* const* outs, ThreadPool* pool, IntKernel kernel) {
   GOOSE_CHECK(n_w >= 1 && n_w <= kMaxMatMulShared);
   const DType dtype = ws[0]->dtype;
   const Fmt f = GetFmt(dtype);
   const int cols = static_cast<int>(ws[0]->cols);
   GOOSE_CHECK(cols % f.sb == 0);
-  GOOSE_CHECK(kernel >= 0 && kernel <= IntKernelFor(DetectCpuLevel()));
+  GOOSE_CHECK(kernel >= IntKernel::kScalar && kernel <= IntKernelFor(DetectCpuLevel()));
   const WeightLayout layout = ws[0]->layout;
   for (int i = 0; i < n_w; ++i) {
     GOOSE_CHECK(ws[i]->dtype == dtype && ws[i]->cols == cols && ws[i]->layout == layout);
   }
-  // Tiles are the AVX-512 kernel's layout (AMX multiplies row-major tiles): at most kernel 2.
-  if (layout == WeightLayout::kTiles) {
-    GOOSE_CHECK(HasTiles(dtype));
-    kernel = std::min(kernel, 2);
-  }
+  if (layout == WeightLayout::kTiles) GOOSE_CHECK(HasTiles(dtype));
+  const IntPlan plan = PlanFor(kernel, dtype, layout, n_tokens);
   // (thread_local: the lambdas below, which run on other threads too, use the reference.)
   thread_local Act a_buf;
   Act& a = a_buf;
@@ -163,7 +282,7 @@ void QMatMulShared(const WeightMatrix* const* ws, int n_w, const float* x, int n
   // Each token's activations on their own (any split over threads gives the same bits).
   auto prepare = [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
-      (kernel >= 2 ? QuantizeActAvx512 : QuantizeAct)(
+      (plan.kernel >= IntKernel::kAvx512Vnni ? QuantizeActAvx512 : QuantizeAct)(
           x + t * cols, cols, f, a.q.data() + t * cols, a.dx.data() + t * (cols / f.sb),
           a.bs.data() + t * (cols / f.g));
     }
@@ -175,11 +294,11 @@ void QMatMulShared(const WeightMatrix* const* ws, int n_w, const float* x, int n
     prepare(0, n_tokens);
   }
   thread_local qmm::AmxAct amx;
-  const bool use_amx = kernel == 3 && n_tokens > DirectMaxTok(dtype, kernel);
+  const bool use_amx = plan.path == TilePath::kAmx;
   if (use_amx) qmm::PackAmxAct(a, f, cols, n_tokens, &amx);
   const qmm::AmxAct* amx_act = use_amx ? &amx : nullptr;
   // The matrices' tiles as one index space: matrix i owns [first[i], first[i + 1]).
-  const int tw = kernel >= 2 ? 16 : kernel == 1 ? 8 : 1;
+  const int tw = plan.tile_rows;
   int64_t first[kMaxMatMulShared + 1] = {0};
   int64_t work = 0;
   for (int i = 0; i < n_w; ++i) {
@@ -196,7 +315,7 @@ void QMatMulShared(const WeightMatrix* const* ws, int n_w, const float* x, int n
       const int64_t f_local = e == g1 && follow >= first[i] && follow < first[i + 1]
                                   ? follow - first[i]
                                   : -1;
-      RunTiles(*ws[i], f, a, amx_act, n_tokens, outs[i], kernel, g0 - first[i], e - first[i],
+      RunTiles(*ws[i], f, a, amx_act, n_tokens, outs[i], plan, g0 - first[i], e - first[i],
                f_local);
       g0 = e;
     }

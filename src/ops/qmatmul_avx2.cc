@@ -452,21 +452,8 @@ void DirectQ6_KAvx2(const uint8_t* base, int64_t rb, int cols, const Act& a, int
 
 }  // namespace
 
-// The 8 rows at r0 (a full AVX2 tile) for n_tok <= the dtype's DirectAvx2MaxTok.
-// The most tokens the direct AVX2 kernels take for dtype t (0: none). Measured from DRAM, 2
-// threads, 8192x2048, against the (gathering) tile path: one token Q8_0 2.39 -> 0.34 ms, Q4_K
-// 2.38 -> 0.27, Q6_K 4.52 -> 0.43, Q5_0 5.13 -> 0.41, Q4_0 0.96 -> 0.34; even at 16 tokens
-// for Q8_0, at 8-16 for the K-quants and Q5_0, at 8 already behind for Q4_0.
-int DirectAvx2MaxTok(DType t) {
-  switch (t) {
-    case DType::kQ8_0: return 16;
-    case DType::kQ4_K:
-    case DType::kQ6_K:
-    case DType::kQ5_0: return 8;
-    case DType::kQ4_0: return 4;
-    default: return 0;
-  }
-}
+// The 8 rows at r0 (a full AVX2 tile) for the few tokens the dispatch table gives them
+// (qmatmul.cc: Q8_0, Q4_0, Q5_0, Q4_K, Q6_K); pf: the next rows, to prefetch meanwhile (or null).
 void RunDirectAvx2(const WeightMatrix& wm, int64_t r0, const Act& a, int n_tok,
                    const uint8_t* pf, float* out) {
   const int64_t rb = wm.row_bytes();

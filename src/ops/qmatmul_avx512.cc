@@ -615,16 +615,6 @@ void KernelAvx512Pairs(const Tile& t0, const Tile& t1, const Fmt& f, int cols, c
 
 namespace {
 
-// Up to this many tokens Q4_K, Q4_0 and Q5_0 tiles are read in place (nibbles unpacked per
-// token group); beyond, unpacked once per pass into a plain tile. Measured from DRAM, 2
-// threads (4864x896; Q4_K 8192x2048): Q4_0 in place at every size (16 tokens 0.129 ms vs
-// 0.157 unpacked); Q4_K in place 0.55 vs 0.65 at 16, within noise from 24 on; Q5_0, whose
-// bit-4 masks cost a few more operations per weight vector, unpacked from 12 (0.12 vs 0.14).
-int MaxInPlaceTokens(DType t) {
-  if (t == DType::kQ4_0) return 1 << 30;
-  return t == DType::kQ4_K ? 16 : 8;
-}
-
 // A Q4_K tile (kTiles) as PackTileAvx512 would have made it from the rows: levels as bytes,
 // scales as int32, d and dmin as f32.
 void UnpackQ4KTile(const Q4KTileView& v, int cols, Tile* t) {
@@ -658,9 +648,10 @@ void UnpackQ45Tile(const Q45TileView& v, int cols, Tile* t) {
 }  // namespace
 
 // Tiles [tile0, tile1) of a kTiles matrix for every token, read in place (no transpose, no
-// copy: the layout is the kernels' own). follow: as RunTiles'.
+// copy: the layout is the kernels' own), or (!in_place: Q4_K, Q4_0, Q5_0 for many tokens)
+// unpacked once per pass; pairs: two tiles at a time (blocks of 32). follow: as RunTiles'.
 void RunTiled(const WeightMatrix& wm, const Fmt& f, const Act& a, int n_tok, float* out,
-              int64_t tile0, int64_t tile1, int64_t follow) {
+              int64_t tile0, int64_t tile1, int64_t follow, bool in_place, bool pairs) {
   const int cols = static_cast<int>(wm.cols);
   const int64_t tb = TileBytes(wm.dtype, cols), n_tiles = (wm.rows + 15) / 16;
   const uint8_t* base = static_cast<const uint8_t*>(wm.data);
@@ -674,7 +665,7 @@ void RunTiled(const WeightMatrix& wm, const Fmt& f, const Act& a, int n_tok, flo
       const int64_t r0 = ti * 16;
       const int nr = static_cast<int>(std::min<int64_t>(16, wm.rows - r0));
       const Q4KTileView v{base + ti * tb};
-      if (n_tok > MaxInPlaceTokens(wm.dtype)) {
+      if (!in_place) {
         // Many tokens: the nibbles and byte scales once into a plain tile (sequential work,
         // no transposes), then the kernel without per-token-group unpacking.
         UnpackQ4KTile(v, cols, &unpacked);
@@ -693,7 +684,7 @@ void RunTiled(const WeightMatrix& wm, const Fmt& f, const Act& a, int n_tok, flo
   auto blocks32 = [&](auto view) {
     for (int64_t ti = tile0; ti < tile1; ++ti) {
       const int64_t r0 = ti * 16;
-      if (n_tok >= kMinPairTokens && ti + 1 < tile1 && r0 + 32 <= wm.rows) {
+      if (pairs && ti + 1 < tile1 && r0 + 32 <= wm.rows) {
         KernelAvx512Pairs(view(ti, 0), view(ti + 1, 1), f, cols, a, n_tok, out + r0, wm.rows,
                           ahead(ti + 1), 2 * tb);
         ++ti;
@@ -711,7 +702,7 @@ void RunTiled(const WeightMatrix& wm, const Fmt& f, const Act& a, int n_tok, flo
     });
   }
   const int block_bytes = static_cast<int>(TileBytes(wm.dtype, 32));
-  if (n_tok <= MaxInPlaceTokens(wm.dtype)) {
+  if (in_place) {
     return blocks32([&](int64_t t, int) { return Q45TileView{base + t * tb, block_bytes}; });
   }
   thread_local Tile unpacked[2];

@@ -1,7 +1,7 @@
 // QMatMul's direct AVX-512 VNNI kernels: a few tokens times full 16-row tiles read straight from
 // row-major blocks (no unpacked tile).
 //
-// For B <= DirectMaxTok(dtype) the tile's unpack + transpose costs more than the dot products it
+// For a few tokens (the dispatch table's limits, qmatmul.cc) the tile's unpack + transpose costs more than the dot products it
 // serves, so full 16-row tiles are read straight from the blocks: one vector holds 32 bytes of
 // two rows, vpdpbusd multiplies it with the token's bytes (broadcast to both halves), and
 // Reduce8 folds 8 such vectors into one vector of 16 per-row integer sums *in row order* - the
@@ -360,24 +360,8 @@ void DirectQ6_K(const uint8_t* base, int64_t rb, int cols, const Act& a, int tok
 
 }  // namespace
 
-// The most tokens the direct kernel takes for dtype t (0: none). Beyond it the tile's unpack,
-// amortized over the batch, is cheaper than a reduction per token (measured break-even: Q8_0
-// and Q4_K about 4-8 tokens; Q4_0 / Q5_0, whose tiles cost more to unpack, beyond 8).
-int DirectMaxTok(DType t, int kernel) {
-  if (t == DType::kQ4_0 || t == DType::kQ5_0) return 8;
-  // Against AMX, whose cost is about that of a full 16-token chunk, the direct kernel pays up
-  // to 4 tokens for Q8_0 and 8 for Q4_K (its tiles cost more to unpack). Measured, Q8_0 from
-  // DRAM, 2 threads: 4864x896 direct 0.25 ms at 4 tokens, 0.32-0.50 at 5-8; AMX 0.30-0.32.
-  if (t == DType::kQ8_0) return 4;
-  if (t == DType::kQ4_K) return kernel == 3 ? 8 : 4;
-  // Q6_K: 8192x2048 from DRAM, 2 threads: 0.37 ms direct vs 0.71 tiled at 1 token; at 2 tokens
-  // the tiles already win (llama-1B Q6_K c(2): 45 ms direct, 42 tiled).
-  if (t == DType::kQ6_K) return 1;
-  return 0;
-}
-
-// The 16 rows at r0 (a full tile) for n_tok <= DirectMaxTok tokens; pf: the next rows, to
-// prefetch meanwhile (or null).
+// The 16 rows at r0 (a full tile) for the few tokens the dispatch table gives them (qmatmul.cc:
+// Q8_0, Q4_0, Q5_0, Q4_K, Q6_K); pf: the next rows, to prefetch meanwhile (or null).
 void RunDirect(const WeightMatrix& wm, int64_t r0, const Act& a, int n_tok, const uint8_t* pf,
                float* out) {
   const int64_t rb = wm.row_bytes();

@@ -270,7 +270,6 @@ void KernelScalar(const Tile& t, const Fmt& f, int cols, const Act& a, int n_tok
 bool PackTileAvx2(const WeightMatrix& wm, const Fmt& f, int64_t r0, int nr, Tile* t);
 void KernelAvx2(const Tile& t, const Fmt& f, int cols, const Act& a, int n_tok, float* out,
                 int64_t out_stride, int nr);
-int DirectAvx2MaxTok(DType t);
 void RunDirectAvx2(const WeightMatrix& wm, int64_t r0, const Act& a, int n_tok,
                    const uint8_t* pf, float* out);
 // qmatmul_avx512.cc
@@ -282,12 +281,9 @@ void KernelAvx512(const Tile& t, const Fmt& f, int cols, const Act& a, int n_tok
 void KernelAvx512Pairs(const Tile& t0, const Tile& t1, const Fmt& f, int cols, const Act& a,
                        int n_tok, float* out, int64_t out_stride, const uint8_t* pf,
                        int64_t pf_bytes);
-// From this many tokens on, pairs of tiles beat single tiles (KernelAvx512Pair).
-constexpr int kMinPairTokens = 8;
 void RunTiled(const WeightMatrix& wm, const Fmt& f, const Act& a, int n_tok, float* out,
-              int64_t tile0, int64_t tile1, int64_t follow);
+              int64_t tile0, int64_t tile1, int64_t follow, bool in_place, bool pairs);
 // qmatmul_direct.cc
-int DirectMaxTok(DType t, int kernel);
 void RunDirect(const WeightMatrix& wm, int64_t r0, const Act& a, int n_tok, const uint8_t* pf,
                float* out);
 

@@ -177,11 +177,11 @@ TEST(QMatMulTest, K4ScaleMinPackingRoundTrips) {
   }
 }
 
-std::vector<int> Kernels() {
-  std::vector<int> k = {0};
-  if (DetectCpuLevel() >= CpuLevel::kAvx2) k.push_back(1);
-  if (IntKernelFor(DetectCpuLevel()) >= 2) k.push_back(2);
-  if (IntKernelFor(DetectCpuLevel()) == 3) k.push_back(3);
+std::vector<IntKernel> Kernels() {
+  std::vector<IntKernel> k = {IntKernel::kScalar};
+  if (DetectCpuLevel() >= CpuLevel::kAvx2) k.push_back(IntKernel::kAvx2);
+  if (IntKernelFor(DetectCpuLevel()) >= IntKernel::kAvx512Vnni) k.push_back(IntKernel::kAvx512Vnni);
+  if (IntKernelFor(DetectCpuLevel()) == IntKernel::kAmx) k.push_back(IntKernel::kAmx);
   return k;
 }
 
@@ -246,7 +246,7 @@ void CheckEveryKernelBatchAndThreadCount(int rows, int cols, std::vector<int> ba
       layouts.push_back({t, tiles.data(), rows, cols, WeightLayout::kTiles});
     }
     for (const WeightMatrix& wl : layouts) {
-      for (int k : Kernels()) {
+      for (IntKernel k : Kernels()) {
         for (ThreadPool* pool : pools) {
           for (int n : batches) {
             std::vector<float> out(static_cast<size_t>(n) * rows, -7.0f);
@@ -254,7 +254,7 @@ void CheckEveryKernelBatchAndThreadCount(int rows, int cols, std::vector<int> ba
             for (size_t i = 0; i < out.size(); ++i) {
               ASSERT_EQ(std::memcmp(&out[i], &ref[i], 4), 0)
                   << GetDTypeInfo(t).name << (wl.layout == WeightLayout::kTiles ? " tiles" : "")
-                  << " kernel " << k << " threads " << (pool ? pool->size() : 1) << " n " << n
+                  << " kernel " << IntKernelName(k) << " threads " << (pool ? pool->size() : 1) << " n " << n
                   << " token " << i / rows << " row " << i % rows << ": " << out[i] << " vs "
                   << ref[i];
             }
@@ -302,12 +302,12 @@ TEST(QMatMulTest, TilesRoundTripAndMatchRows) {
     ThreadPool pool(2);
     for (int n : {1, 4, 9, 33}) {
       const auto x = RandomRow(rng, int64_t{n} * cols, 1.0);
-      for (int k : Kernels()) {
+      for (IntKernel k : Kernels()) {
         std::vector<float> want(static_cast<size_t>(n) * rows), got(want.size(), -7.0f);
         QMatMul(w, x.data(), n, want.data(), &pool, k);
         QMatMul(wt, x.data(), n, got.data(), &pool, k);
         ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size() * 4), 0)
-            << what << " kernel " << k << " n " << n;
+            << what << " kernel " << IntKernelName(k) << " n " << n;
       }
     }
   }
@@ -344,7 +344,7 @@ TEST(QMatMulTest, HalfwayActivationsRoundAsRoundf) {
   for (DType t : kIntTypes) {
     const auto q = Quantize(t, RandomRow(rng, static_cast<int64_t>(rows) * cols, 0.1), rows, cols);
     WeightMatrix w{t, q.data(), rows, cols};
-    for (int k : Kernels()) {
+    for (IntKernel k : Kernels()) {
       std::vector<float> out(static_cast<size_t>(n_tok) * rows);
       QMatMul(w, x.data(), n_tok, out.data(), &pool, k);
       for (int tok = 0; tok < n_tok; ++tok) {
@@ -352,7 +352,7 @@ TEST(QMatMulTest, HalfwayActivationsRoundAsRoundf) {
           const float want = QDotReference(t, q.data() + r * w.row_bytes(), cols,
                                            x.data() + static_cast<size_t>(tok) * cols);
           ASSERT_EQ(std::memcmp(&out[tok * rows + r], &want, 4), 0)
-              << GetDTypeInfo(t).name << " kernel " << k << " token " << tok << " row " << r;
+              << GetDTypeInfo(t).name << " kernel " << IntKernelName(k) << " token " << tok << " row " << r;
         }
       }
     }
@@ -374,7 +374,7 @@ TEST(QMatMulTest, SharedRunEqualsOneMatMulEach) {
     const WeightMatrix* ws[] = {&w[0], &w[1], &w[2]};
     for (int n : {1, 3, 16, 21}) {
       const auto x = RandomRow(rng, static_cast<int64_t>(n) * cols, 1.0);
-      for (int k : Kernels()) {
+      for (IntKernel k : Kernels()) {
         for (ThreadPool* pool : pools) {
           std::vector<float> want[3], got[3];
           float* outs[3];
@@ -387,7 +387,7 @@ TEST(QMatMulTest, SharedRunEqualsOneMatMulEach) {
           QMatMulShared(ws, 3, x.data(), n, outs, pool, k);
           for (int i = 0; i < 3; ++i) {
             ASSERT_EQ(std::memcmp(got[i].data(), want[i].data(), got[i].size() * 4), 0)
-                << GetDTypeInfo(t).name << " kernel " << k << " n " << n << " matrix " << i;
+                << GetDTypeInfo(t).name << " kernel " << IntKernelName(k) << " n " << n << " matrix " << i;
           }
         }
       }
