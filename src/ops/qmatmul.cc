@@ -245,12 +245,15 @@ const char* IntKernelName(IntKernel kernel) {
   return "?";
 }
 
-IntKernel IntKernelFor(CpuLevel level) {
-  if (level == CpuLevel::kAmx) return IntKernel::kAmx;  // implies VNNI (cpu_features.cc)
-  if (level == CpuLevel::kAvx512 && HasAvx512Vnni()) return IntKernel::kAvx512Vnni;
+IntKernel IntKernelFor(CpuLevel level, const CpuFeatures& f) {
+  level = std::min(level, CpuLevelFor(f));
+  if (level == CpuLevel::kAmx) return IntKernel::kAmx;  // implies VNNI (CpuLevelFor)
+  if (level == CpuLevel::kAvx512 && f.avx512vnni) return IntKernel::kAvx512Vnni;
   if (level >= CpuLevel::kAvx2) return IntKernel::kAvx2;
   return IntKernel::kScalar;
 }
+
+IntKernel IntKernelFor(CpuLevel level) { return IntKernelFor(level, DetectCpuFeatures()); }
 
 void QMatMul(const WeightMatrix& w, const float* x, int n_tokens, float* out, ThreadPool* pool,
              IntKernel kernel) {

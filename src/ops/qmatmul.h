@@ -38,7 +38,10 @@ enum class IntKernel : int {
 constexpr IntKernel kMaxIntKernel = IntKernel::kAmx;
 const char* IntKernelName(IntKernel kernel);  // "scalar", "avx2", "avx512-vnni", "amx"
 
-// Which integer kernel a CPU level runs (an AVX-512 CPU without VNNI runs kAvx2).
+// Which integer kernel a CPU level runs on a CPU with features f (a pure function; the level
+// capped at CpuLevelFor(f)): kAmx at kAmx, kAvx512Vnni at kAvx512 with avx512vnni (without it,
+// kAvx2), kAvx2 at kAvx2. The one-argument form uses this CPU's features.
+IntKernel IntKernelFor(CpuLevel level, const CpuFeatures& f);
 IntKernel IntKernelFor(CpuLevel level);
 
 // out[t * w.rows + r] = row r of W . token t of x (the order above), using `kernel` (at most
