@@ -230,10 +230,7 @@ constexpr int64_t kMinParallelQuantize = 1 << 15;
 
 }  // namespace
 
-bool IsIntDotType(DType t) {
-  return t == DType::kQ8_0 || t == DType::kQ4_0 || t == DType::kQ5_0 || t == DType::kQ4_K ||
-         t == DType::kQ5_K || t == DType::kQ6_K;
-}
+bool IsIntDotType(DType t) { return GetDTypeSupport(t).int_dot; }
 
 const char* IntKernelName(IntKernel kernel) {
   switch (kernel) {

@@ -24,7 +24,7 @@
 
 namespace goose {
 
-// True for the dtypes QMatMul implements.
+// True for the dtypes QMatMul implements: GetDTypeSupport(t).int_dot (util/dtype.h).
 bool IsIntDotType(DType t);
 
 // The integer kernels, narrowest first; each gives the same bits. Which one computes a tile
@@ -56,9 +56,10 @@ void QMatMul(const WeightMatrix& w, const float* x, int n_tokens, float* out, Th
 void QMatMulShared(const WeightMatrix* const* w, int n_w, const float* x, int n_tokens,
                    float* const* out, ThreadPool* pool, IntKernel kernel);
 
-// Tiles (WeightLayout::kTiles), for Q8_0, Q4_K, Q4_0 and Q5_0: tile t (rows 16t .. 16t + 15) at
-// t * TileBytes(dtype, cols) in the AVX-512 kernel's lane layout, read in place by that kernel
-// (the other kernels rebuild rows from them, TiledRow). The same size as the rows, give or take
+// Tiles (WeightLayout::kTiles), for Q8_0, Q4_K, Q4_0 and Q5_0 (HasTiles: util/dtype.h's table):
+// tile t (rows 16t .. 16t + 15) at t * TileBytes(dtype, cols) in the AVX-512 kernel's lane
+// layout, read by that kernel without a transpose (the other kernels rebuild rows from them,
+// TiledRow). The same size as the rows, give or take
 // padding; rows past the last one are zero.
 // - Q8_0: the rows' f16 scales [block][16] (padded to a multiple of 64 bytes), then per block
 //   8 vectors of 64 bytes, vector k = levels 4k .. 4k+3 of each of the 16 rows as unsigned

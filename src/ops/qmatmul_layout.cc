@@ -31,9 +31,7 @@ using qmm::Q8ScaleBytes;
 using qmm::Q8TileBytes;
 }  // namespace
 
-bool HasTiles(DType t) {
-  return t == DType::kQ8_0 || t == DType::kQ4_K || t == DType::kQ4_0 || t == DType::kQ5_0;
-}
+bool HasTiles(DType t) { return GetDTypeSupport(t).tiles; }
 
 int64_t TileBytes(DType t, int64_t cols) {
   GOOSE_CHECK(HasTiles(t));
