@@ -1,12 +1,13 @@
 // QMatMul's direct AVX-512 VNNI kernels: a few tokens times full 16-row tiles read straight from
 // row-major blocks (no unpacked tile).
 //
-// For a few tokens (the dispatch table's limits, qmatmul.cc) the tile's unpack + transpose costs more than the dot products it
-// serves, so full 16-row tiles are read straight from the blocks: one vector holds 32 bytes of
-// two rows, vpdpbusd multiplies it with the token's bytes (broadcast to both halves), and
-// Reduce8 folds 8 such vectors into one vector of 16 per-row integer sums *in row order* - the
-// tile kernel's lane layout. Integer sums are exact in any order, and the float part below is
-// the tile kernel's lane-wise code, so every row's result has the same bits.
+// For a few tokens (the dispatch table's limits, qmatmul.cc) a tile's unpack and transpose
+// cost more than the dot products they serve, so full 16-row tiles are read straight from the
+// blocks: one vector holds 32 bytes of two rows, vpdpbusd multiplies it with the token's bytes
+// (broadcast to both halves), and Reduce8 folds 8 such vectors into one vector of 16 per-row
+// integer sums *in row order* - the tile kernel's lane layout. Integer sums are exact in any
+// order, and the float part below is the tile kernel's lane-wise code, so every row's result
+// has the same bits.
 #include <immintrin.h>
 
 #include <cstring>

@@ -298,7 +298,7 @@ struct AmxAct {
 };
 void PackAmxAct(const Act& a, const Fmt& f, int cols, int n_tok, AmxAct* out);
 
-// One 16-row weight tile as row-major u8 levels (UnpackRow's, qmatmul.cc) plus the rows'
+// One 16-row weight tile as row-major u8 levels (UnpackRow's, qmatmul_scalar.cc) plus the rows'
 // scales, all 16 rows at once (AVX-512): the AMX path's A operands, and the AVX-512 kernel's
 // source for the format it does not transpose straight from the blocks (Q5_K).
 struct WeightTile {
