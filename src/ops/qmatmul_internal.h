@@ -247,7 +247,7 @@ struct Tile {
   }
 };
 
-// The load-time tiles' geometry (qmatmul.h, qmatmul_layout.cc).
+// ---- The load-time tiles' geometry (qmatmul.h, qmatmul_layout.cc). ----
 // Bytes of a Q8_0 tile's scale part (qmatmul.h): 16 f16 per block, padded to 64; the level
 // vectors start there.
 inline int64_t Q8ScaleBytes(int64_t cols) { return (32 * (cols / 32) + 63) / 64 * 64; }
