@@ -102,6 +102,10 @@ inline void Q4KScalesMins(__m512i s0, __m512i s1, __m512i s2, __m512i* sc, __m51
 // rows. (Gathers would do the same in one instruction, but measure ~5x slower here.)
 //
 // 16 rows x 8 dwords (32 bytes at row_ptr + r * rb) -> out[0..7].
+// (Where it is not inlined, as at -O1, GCC 12 flags its intrinsics' _mm512_undefined_*
+// operands as maybe uninitialized: false positives, silenced here as in the kernel files.)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 inline void Transpose16x8(const uint8_t* p, int64_t rb, __m512i* out) {
   __m512i z[8], t[8], u[8];
 #pragma GCC unroll 8
@@ -130,6 +134,7 @@ inline void Transpose16x8(const uint8_t* p, int64_t rb, __m512i* out) {
     out[k + 4] = _mm512_permutex2var_epi64(u[k], hi_idx, u[k + 4]);
   }
 }
+#pragma GCC diagnostic pop
 
 // A Q8_0 block's 32 levels of 16 rows (at p + r * rb) to the 8 lane-layout vectors at dst, as
 // unsigned bytes (q ^ 0x80): PackTileAvx512's tiles and RepackTiles' alike.
