@@ -67,8 +67,9 @@ class TensorReader {
   StatusOr<WeightMatrix> Matrix(const std::string& name, int64_t rows, int64_t cols) {
     GOOSE_ASSIGN_OR_RETURN(const GgufTensorInfo* t, Find(name, {cols, rows}));
     if (!DTypeSupported(t->dtype)) {
-      return Error(name, StrFormat("has dtype %s, supported: f32, f16, bf16, q8_0, q4_0, q5_0, q4_k, q5_k, q6_k",
-                                   std::string(GetDTypeInfo(t->dtype).name).c_str()));
+      return Error(name, StrFormat("has dtype %s, supported: %s",
+                                   std::string(GetDTypeInfo(t->dtype).name).c_str(),
+                                   DTypeNamesWith(&DTypeSupport::compute).c_str()));
     }
     if (cols % GetDTypeInfo(t->dtype).block_size != 0) {
       return Error(name, StrFormat("row length %lld is not a multiple of the %s block size",
@@ -140,7 +141,7 @@ uint64_t ForwardScratchBytes(const LlamaConfig& config, int n_batch) {
 }
 
 void Model::TileMatrices() {
-  if (IntKernelFor(ActiveCpuLevel()) != 2) return;
+  if (IntKernelFor(ActiveCpuLevel()) != IntKernel::kAvx512Vnni) return;
   // A tied output head shares token_embd's data: the embedding then reads its rows from the
   // output's tiles too (GetRow rebuilds a row), so that the file's copy can go as well.
   const bool tied = token_embd_.data == output_.data;

@@ -70,10 +70,10 @@ class Model {
 
  private:
   Model() = default;
-  // On CPUs whose integer kernel is AVX-512 VNNI (not AMX), Q8_0 and Q4_K matrices are
-  // repacked into that kernel's tiles (WeightLayout::kTiles, qmatmul.h), owned here: about the
-  // same size, and no forward pass transposes them again (qwen0.5B-sized Q8_0 matrices at 16
-  // tokens 17-30% faster).
+  // On CPUs whose integer kernel is AVX-512 VNNI (not AMX), the matrices of a dtype with tiles
+  // (HasTiles: Q8_0, Q4_K, Q4_0, Q5_0) are repacked into that kernel's tiles
+  // (WeightLayout::kTiles, qmatmul.h), owned here: about the same size, and no forward pass
+  // transposes them again (qwen0.5B-sized Q8_0 matrices at 16 tokens 17-30% faster).
   void TileMatrices();
   std::unique_ptr<GgufFile> gguf_;
   std::unique_ptr<Tokenizer> tokenizer_;

@@ -53,22 +53,70 @@ bool HasAmxInt8() {
   return has;
 }
 
-CpuLevel DetectCpuLevel() {
-  static const CpuLevel level = [] {
+CpuFeatures DetectCpuFeatures() {
+  static const CpuFeatures features = [] {
+    CpuFeatures f;
 #if defined(__x86_64__)
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f")) {
-      return HasAvx512Vnni() && HasAmxInt8() ? CpuLevel::kAmx : CpuLevel::kAvx512;
-    }
+    f.avx2 = __builtin_cpu_supports("avx2");
+    f.fma = __builtin_cpu_supports("fma");
     // F16C from CPUID leaf 1, ECX bit 29: clang 14's __builtin_cpu_supports has no "f16c".
     unsigned a, b, c, d;
-    const bool f16c = __get_cpuid(1, &a, &b, &c, &d) && ((c >> 29) & 1);
-    if (__builtin_cpu_supports("avx2") && f16c && __builtin_cpu_supports("fma")) {
-      return CpuLevel::kAvx2;
-    }
+    f.f16c = __get_cpuid(1, &a, &b, &c, &d) && ((c >> 29) & 1);
+    f.avx512f = __builtin_cpu_supports("avx512f");
+    f.avx512bw = __builtin_cpu_supports("avx512bw");
+    f.avx512dq = __builtin_cpu_supports("avx512dq");
+    f.avx512vl = __builtin_cpu_supports("avx512vl");
+    f.avx512vnni = __builtin_cpu_supports("avx512vnni");
+    f.amx_int8 = HasAmxInt8();
 #endif
-    return CpuLevel::kBaseline;
+    return f;
   }();
+  return features;
+}
+
+namespace {
+
+// Each level's features beyond the level below it.
+struct LevelFeature {
+  CpuLevel level;
+  const char* name;
+  bool CpuFeatures::*has;
+};
+constexpr LevelFeature kLevelFeatures[] = {
+    {CpuLevel::kAvx2, "avx2", &CpuFeatures::avx2},
+    {CpuLevel::kAvx2, "fma", &CpuFeatures::fma},
+    {CpuLevel::kAvx2, "f16c", &CpuFeatures::f16c},
+    {CpuLevel::kAvx512, "avx512f", &CpuFeatures::avx512f},
+    {CpuLevel::kAvx512, "avx512bw", &CpuFeatures::avx512bw},
+    {CpuLevel::kAvx512, "avx512dq", &CpuFeatures::avx512dq},
+    {CpuLevel::kAvx512, "avx512vl", &CpuFeatures::avx512vl},
+    {CpuLevel::kAmx, "avx512vnni", &CpuFeatures::avx512vnni},
+    {CpuLevel::kAmx, "amx-int8 (with the OS's tile grant)", &CpuFeatures::amx_int8},
+};
+
+}  // namespace
+
+std::string MissingCpuFeatures(const CpuFeatures& f, CpuLevel level) {
+  std::string missing;
+  for (const LevelFeature& lf : kLevelFeatures) {
+    if (lf.level > level || f.*lf.has) continue;
+    missing += (missing.empty() ? "" : ", ") + std::string(lf.name);
+  }
+  return missing;
+}
+
+CpuLevel CpuLevelFor(const CpuFeatures& f) {
+  CpuLevel level = CpuLevel::kBaseline;
+  for (int l = 1; l <= static_cast<int>(kMaxCpuLevel); ++l) {
+    if (!MissingCpuFeatures(f, static_cast<CpuLevel>(l)).empty()) break;
+    level = static_cast<CpuLevel>(l);
+  }
+  return level;
+}
+
+CpuLevel DetectCpuLevel() {
+  static const CpuLevel level = CpuLevelFor(DetectCpuFeatures());
   return level;
 }
 
@@ -78,17 +126,7 @@ CpuLevel ActiveCpuLevel() {
 }
 
 bool HasAvx512Vnni() {
-  static const bool has = [] {
-#if defined(__x86_64__)
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512dq") &&
-           __builtin_cpu_supports("avx512vl");
-#else
-    return false;
-#endif
-  }();
-  return has;
+  return DetectCpuLevel() >= CpuLevel::kAvx512 && DetectCpuFeatures().avx512vnni;
 }
 
 bool IsAmdCpu() {

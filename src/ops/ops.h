@@ -17,8 +17,9 @@
 namespace goose {
 
 // How a weight matrix's bytes are laid out. kRows: GGUF's, row after row of blocks. kTiles
-// (Q8_0, Q4_K): 16-row tiles in the AVX-512 integer kernel's lane layout (qmatmul.h), made at
-// load time on CPUs that run that kernel, so that no forward pass transposes them again.
+// (the dtypes with tiles, HasTiles: Q8_0, Q4_K, Q4_0, Q5_0): 16-row tiles in the AVX-512
+// integer kernel's lane layout (qmatmul.h), made at load time on CPUs that run that kernel,
+// so that no forward pass transposes them again.
 enum class WeightLayout : uint8_t { kRows, kTiles };
 
 // A read-only weight matrix [rows, cols] in `dtype` (cols contiguous, as GGUF ne[0]); in the
@@ -35,7 +36,7 @@ struct WeightMatrix {
 // out[t, r] = sum_c W[r, c] * x[t, c] for t < n_tokens, r < W.rows.
 // x: [n_tokens, W.cols] f32; out: [n_tokens, W.rows] f32. Weight-stationary: blocks of rows
 // are converted once and applied to every token. pool may be null; small products run on the
-// calling thread. F32/F16/BF16: rows converted to f32, Dot's order. Q8_0/Q4_0/Q4_K/Q5_K/Q6_K:
+// calling thread. F32/F16/BF16: rows converted to f32, Dot's order. Q8_0/Q4_0/Q5_0/Q4_K/Q5_K/Q6_K:
 // int8-quantized activations x integer levels with one fixed float order (qmatmul.h).
 void MatMul(const WeightMatrix& w, const float* x, int n_tokens, float* out, ThreadPool* pool);
 

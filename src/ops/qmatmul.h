@@ -24,29 +24,42 @@
 
 namespace goose {
 
-// True for the dtypes QMatMul implements.
+// True for the dtypes QMatMul implements: GetDTypeSupport(t).int_dot (util/dtype.h).
 bool IsIntDotType(DType t);
 
-// Which integer kernel a CPU level runs: 0 scalar, 1 AVX2, 2 AVX-512 VNNI (needs avx512vnni;
-// an AVX-512 CPU without it uses AVX2), 3 AMX tiles for batches (qmatmul_amx.cc) with kernel
-// 2's direct code for the few-token batches it handles.
-int IntKernelFor(CpuLevel level);
+// The integer kernels, narrowest first; each gives the same bits. Which one computes a tile
+// also depends on the dtype, the layout and the batch: the dispatch table in qmatmul.cc.
+enum class IntKernel : int {
+  kScalar = 0,      // one row at a time: the defining order
+  kAvx2 = 1,        // AVX2 + FMA + F16C: 8-row tiles, direct kernels for a few tokens
+  kAvx512Vnni = 2,  // AVX-512 F/BW/DQ/VL + VNNI: 16-row tiles, direct kernels, load-time tiles
+  kAmx = 3,         // AMX-INT8 tile multiplies for batches, kAvx512Vnni's direct kernels below
+};
+constexpr IntKernel kMaxIntKernel = IntKernel::kAmx;
+const char* IntKernelName(IntKernel kernel);  // "scalar", "avx2", "avx512-vnni", "amx"
 
-// out[t * w.rows + r] = row r of W . token t of x (the order above), using kernel `kernel`
-// (IntKernelFor). x: [n_tokens, W.cols].
+// Which integer kernel a CPU level runs on a CPU with features f (a pure function; the level
+// capped at CpuLevelFor(f)): kAmx at kAmx, kAvx512Vnni at kAvx512 with avx512vnni (without it,
+// kAvx2), kAvx2 at kAvx2. The one-argument form uses this CPU's features.
+IntKernel IntKernelFor(CpuLevel level, const CpuFeatures& f);
+IntKernel IntKernelFor(CpuLevel level);
+
+// out[t * w.rows + r] = row r of W . token t of x (the order above), using `kernel` (at most
+// IntKernelFor(DetectCpuLevel())). x: [n_tokens, W.cols].
 void QMatMul(const WeightMatrix& w, const float* x, int n_tokens, float* out, ThreadPool* pool,
-             int kernel);
+             IntKernel kernel);
 
 // QMatMul of n_w <= kMaxMatMulShared matrices of one dtype and width on the same tokens (Q, K,
 // V; gate, up): out[i] gets exactly QMatMul(*w[i], ...)'s bits, but the activations are
 // quantized once and the threads share one run over all the matrices' tiles (no wait for
 // stragglers in between).
 void QMatMulShared(const WeightMatrix* const* w, int n_w, const float* x, int n_tokens,
-                   float* const* out, ThreadPool* pool, int kernel);
+                   float* const* out, ThreadPool* pool, IntKernel kernel);
 
-// Tiles (WeightLayout::kTiles), for Q8_0, Q4_K, Q4_0 and Q5_0: tile t (rows 16t .. 16t + 15) at
-// t * TileBytes(dtype, cols) in the AVX-512 kernel's lane layout, read in place by that kernel
-// (the other kernels rebuild rows from them, TiledRow). The same size as the rows, give or take
+// Tiles (WeightLayout::kTiles), for Q8_0, Q4_K, Q4_0 and Q5_0 (HasTiles: util/dtype.h's table):
+// tile t (rows 16t .. 16t + 15) at t * TileBytes(dtype, cols) in the AVX-512 kernel's lane
+// layout, read by that kernel without a transpose (the other kernels rebuild rows from them,
+// TiledRow). The same size as the rows, give or take
 // padding; rows past the last one are zero.
 // - Q8_0: the rows' f16 scales [block][16] (padded to a multiple of 64 bytes), then per block
 //   8 vectors of 64 bytes, vector k = levels 4k .. 4k+3 of each of the 16 rows as unsigned

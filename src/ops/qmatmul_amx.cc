@@ -139,7 +139,7 @@ inline __m256i Nibbles32(const uint8_t* p) {
 
 }  // namespace
 
-// The 16 rows at src as A operands: u8 levels (UnpackRow's layout, qmatmul.cc) to
+// The 16 rows at src as A operands: u8 levels (UnpackRow's layout, qmatmul_scalar.cc) to
 // q + r * cols and per-row scales to [.][16] + r. Scales of all 16 rows are unpacked at once.
 void UnpackTile(DType t, const uint8_t* src, int64_t rb, int cols, WeightTile* w) {
   const __m512i rows = RowOffsets(rb);

@@ -1,11 +1,21 @@
-// Shared by the QMatMul kernels (qmatmul.cc: scalar, AVX2, AVX-512 VNNI; qmatmul_amx.cc: AMX).
-// Internal to ops.
+// Shared by the QMatMul kernels, one file per kernel family. Internal to ops.
+//   qmatmul.cc         the dispatch: which kernel runs a tile (dtype x tokens x layout x ISA),
+//                      the threads' split of the tiles, the activations' quantization
+//   qmatmul_scalar.cc  the formats (Fmt), QuantizeAct, the row-by-row unpack (PackTile), the
+//                      scalar kernel that defines the order, QDotReference
+//   qmatmul_avx2.cc    AVX2: 8-row tiles; direct kernels for a few tokens
+//   qmatmul_avx512.cc  AVX-512 VNNI: 16-row tiles unpacked per pass, pairs of tiles, tiles
+//                      read in place (WeightLayout::kTiles); QuantizeActAvx512
+//   qmatmul_direct.cc  AVX-512 VNNI: a few tokens straight from row-major blocks
+//   qmatmul_layout.cc  the load-time tiles: HasTiles, TileBytes, RepackTiles, TiledRow
+//   qmatmul_amx.cc     AMX tile multiplies for batches
 #pragma once
 
 #include <immintrin.h>
 
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "ops/cpu_features.h"
 #include "ops/ops.h"
@@ -88,6 +98,56 @@ inline void Q4KScalesMins(__m512i s0, __m512i s1, __m512i s2, __m512i* sc, __m51
   }
 }
 
+// In-register transposes for full 16-row tiles: IR vector k holds dword k of each of the 16
+// rows. (Gathers would do the same in one instruction, but measure ~5x slower here.)
+//
+// 16 rows x 8 dwords (32 bytes at row_ptr + r * rb) -> out[0..7].
+// (Where it is not inlined, as at -O1, GCC 12 flags its intrinsics' _mm512_undefined_*
+// operands as maybe uninitialized: false positives, silenced here as in the kernel files.)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+inline void Transpose16x8(const uint8_t* p, int64_t rb, __m512i* out) {
+  __m512i z[8], t[8], u[8];
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) {
+    const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i * rb));
+    const __m256i hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + (i + 8) * rb));
+    z[i] = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm512_unpacklo_epi32(z[i], z[i + 1]);
+    t[i + 1] = _mm512_unpackhi_epi32(z[i], z[i + 1]);
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; i += 4) {
+    u[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+    u[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+    u[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+    u[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+  }
+  const __m512i lo_idx = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13);
+  const __m512i hi_idx = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
+#pragma GCC unroll 8
+  for (int k = 0; k < 4; ++k) {
+    out[k] = _mm512_permutex2var_epi64(u[k], lo_idx, u[k + 4]);
+    out[k + 4] = _mm512_permutex2var_epi64(u[k], hi_idx, u[k + 4]);
+  }
+}
+#pragma GCC diagnostic pop
+
+// A Q8_0 block's 32 levels of 16 rows (at p + r * rb) to the 8 lane-layout vectors at dst, as
+// unsigned bytes (q ^ 0x80): PackTileAvx512's tiles and RepackTiles' alike.
+// (Inlined: as a function of its own, GCC 12 warns about the transpose's intrinsics.)
+inline __attribute__((always_inline)) void Q8LevelsToLanes(const uint8_t* p, int64_t rb,
+                                                           __m512i* dst) {
+  const __m512i x80 = _mm512_set1_epi8(static_cast<char>(0x80));
+  __m512i o[8];
+  Transpose16x8(p, rb, o);
+#pragma GCC unroll 8
+  for (int k = 0; k < 8; ++k) _mm512_storeu_si512(dst + k, _mm512_xor_si512(o[k], x80));
+}
+
 #pragma GCC pop_options
 
 // Prefetches the cache line at p into L2 (and L1 with kToL1). An asm statement, not
@@ -134,6 +194,104 @@ struct Act {
   AlignedVector<int32_t> bs;  // [n][cols / g]
 };
 
+// Tokens tok0 .. tok0 + NT - 1 of a: their levels, scales [nsb] and level sums [ng].
+template <int NT>
+struct TokenRows {
+  const int8_t* xq[NT];
+  const float* dx[NT];
+  const int32_t* bs[NT];
+  TokenRows(const Act& a, int tok0, int cols, int nsb, int ng) {
+    for (int j = 0; j < NT; ++j) {
+      xq[j] = a.q.data() + static_cast<size_t>(tok0 + j) * cols;
+      dx[j] = a.dx.data() + static_cast<size_t>(tok0 + j) * nsb;
+      bs[j] = a.bs.data() + static_cast<size_t>(tok0 + j) * ng;
+    }
+  }
+};
+
+// 4 activation bytes as one dword (vpdpbusd's broadcast operand).
+inline int32_t Load32(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+// Level sums g[0], g[1] as one dword of int16 pairs (vpdpwssd's operand); each fits int16.
+inline int32_t PairI16(const int32_t* g) {
+  return static_cast<int32_t>((static_cast<uint32_t>(g[0]) & 0xFFFF) |
+                              (static_cast<uint32_t>(g[1]) << 16));
+}
+
+// One weight row unpacked: levels q (u8), per scale block d/dmin, per group sc/mn.
+struct RowIR {
+  std::vector<uint8_t> q;
+  std::vector<float> d, dmin;
+  std::vector<int32_t> sc, mn;
+  void Resize(int cols, const Fmt& f) {
+    q.resize(cols);
+    d.resize(cols / f.sb);
+    dmin.resize(cols / f.sb);
+    sc.resize(cols / f.g);
+    mn.resize(cols / f.g);
+  }
+};
+
+// A tile of W rows in lane-interleaved form (qmatmul_scalar.cc).
+struct Tile {
+  int w = 1;
+  AlignedVector<uint8_t> q;       // [cols / 4][w][4]
+  AlignedVector<float> d, dmin;   // [cols / sb][w]
+  AlignedVector<int32_t> sc, mn;  // [cols / g][w]
+  void Resize(int cols, const Fmt& f, int width) {
+    w = width;
+    q.resize(static_cast<size_t>(cols) * w);
+    d.resize(static_cast<size_t>(cols / f.sb) * w);
+    dmin.resize(static_cast<size_t>(cols / f.sb) * w);
+    sc.resize(static_cast<size_t>(cols / f.g) * w);
+    mn.resize(static_cast<size_t>(cols / f.g) * w);
+  }
+};
+
+// ---- The load-time tiles' geometry (qmatmul.h, qmatmul_layout.cc). ----
+// Bytes of a Q8_0 tile's scale part (qmatmul.h): 16 f16 per block, padded to 64; the level
+// vectors start there.
+inline int64_t Q8ScaleBytes(int64_t cols) { return (32 * (cols / 32) + 63) / 64 * 64; }
+inline int64_t Q8TileBytes(int64_t cols) { return Q8ScaleBytes(cols) + 512 * (cols / 32); }
+// A Q4_K tile's super-block (qmatmul.h): d, dmin, sc, m, then the level vectors.
+constexpr int kQ4KTileSbBytes = 2368;
+constexpr int kQ4KDmin = 32, kQ4KSc = 64, kQ4KMin = 192, kQ4KLevels = 320;
+// A Q4_0 / Q5_0 tile's block of 32 columns (qmatmul.h): scales, nibbles (and bit-4 masks).
+constexpr int kQ4_0TileBlockBytes = 288, kQ5_0TileBlockBytes = 352;
+
+// ---- The kernels, by file (the dispatch, qmatmul.cc, picks one per tile). ----
+// qmatmul_scalar.cc
+void QuantizeAct(const float* x, int cols, const Fmt& f, int8_t* q, float* dx, int32_t* bs);
+// Rows [r0, r0 + nr) of any matrix into t as a tile of w lanes, row by row (lanes past nr zero).
+void PackTile(const WeightMatrix& wm, const Fmt& f, int64_t r0, int nr, int w, RowIR* row,
+              Tile* t);
+void KernelScalar(const Tile& t, const Fmt& f, int cols, const Act& a, int n_tok, float* out,
+                  int64_t out_stride);
+// qmatmul_avx2.cc
+bool PackTileAvx2(const WeightMatrix& wm, const Fmt& f, int64_t r0, int nr, Tile* t);
+void KernelAvx2(const Tile& t, const Fmt& f, int cols, const Act& a, int n_tok, float* out,
+                int64_t out_stride, int nr);
+void RunDirectAvx2(const WeightMatrix& wm, int64_t r0, const Act& a, int n_tok,
+                   const uint8_t* pf, float* out);
+// qmatmul_avx512.cc
+void QuantizeActAvx512(const float* x, int cols, const Fmt& f, int8_t* q, float* dx, int32_t* bs);
+bool PackTileAvx512(const WeightMatrix& wm, const Fmt& f, int64_t r0, int nr, Tile* t,
+                    bool cached);
+void KernelAvx512(const Tile& t, const Fmt& f, int cols, const Act& a, int n_tok, float* out,
+                  int64_t out_stride, int nr, const uint8_t* pf, int64_t pf_bytes);
+void KernelAvx512Pairs(const Tile& t0, const Tile& t1, const Fmt& f, int cols, const Act& a,
+                       int n_tok, float* out, int64_t out_stride, const uint8_t* pf,
+                       int64_t pf_bytes);
+void RunTiled(const WeightMatrix& wm, const Fmt& f, const Act& a, int n_tok, float* out,
+              int64_t tile0, int64_t tile1, int64_t follow, bool in_place, bool pairs);
+// qmatmul_direct.cc
+void RunDirect(const WeightMatrix& wm, int64_t r0, const Act& a, int n_tok, const uint8_t* pf,
+               float* out);
+
 // AMX path (qmatmul_amx.cc). The activations are re-laid once per MatMul for the tiles, then
 // full 16-row weight tiles are computed for every token; results equal the other kernels' bits.
 struct AmxAct {
@@ -145,7 +303,7 @@ struct AmxAct {
 };
 void PackAmxAct(const Act& a, const Fmt& f, int cols, int n_tok, AmxAct* out);
 
-// One 16-row weight tile as row-major u8 levels (UnpackRow's, qmatmul.cc) plus the rows'
+// One 16-row weight tile as row-major u8 levels (UnpackRow's, qmatmul_scalar.cc) plus the rows'
 // scales, all 16 rows at once (AVX-512): the AMX path's A operands, and the AVX-512 kernel's
 // source for the format it does not transpose straight from the blocks (Q5_K).
 struct WeightTile {

@@ -274,22 +274,7 @@ void GetScaleMinK4(int j, const uint8_t* q, uint8_t* sc, uint8_t* m) {
   }
 }
 
-bool QuantizeSupported(DType dtype) {
-  switch (dtype) {
-    case DType::kF32:
-    case DType::kF16:
-    case DType::kBF16:
-    case DType::kQ8_0:
-    case DType::kQ4_0:
-    case DType::kQ5_0:
-    case DType::kQ4_K:
-    case DType::kQ5_K:
-    case DType::kQ6_K:
-      return true;
-    default:
-      return false;
-  }
-}
+bool QuantizeSupported(DType dtype) { return GetDTypeSupport(dtype).quantize; }
 
 void QuantizeRow(DType dtype, const float* x, int64_t n, void* out) {
   GOOSE_CHECK(QuantizeSupported(dtype) && n >= 0);
@@ -324,13 +309,13 @@ void QuantizeRow(DType dtype, const float* x, int64_t n, void* out) {
       return QuantizeQ5_K(x, n, o);
     case DType::kQ6_K:
       return QuantizeQ6_K(x, n, o);
-    default:
-      return;
+    default:  // (a dtype util/dtype.cc's table lists without a quantizer here)
+      GOOSE_CHECK(false && "QuantizeRow: no quantizer for this dtype");
   }
 }
 
 void DequantizeRow(DType dtype, const void* in, int64_t n, float* out) {
-  GOOSE_CHECK(QuantizeSupported(dtype) && n >= 0);
+  GOOSE_CHECK(GetDTypeSupport(dtype).compute && n >= 0);
   GOOSE_CHECK(n % GetDTypeInfo(dtype).block_size == 0);
   const uint8_t* p = static_cast<const uint8_t*>(in);
   switch (dtype) {
@@ -393,8 +378,8 @@ void DequantizeRow(DType dtype, const void* in, int64_t n, float* out) {
       return DequantizeQ4_K(p, n, out, true);
     case DType::kQ6_K:
       return DequantizeQ6_K(p, n, out);
-    default:
-      return;
+    default:  // (a dtype util/dtype.cc's table lists without a dequantizer here)
+      GOOSE_CHECK(false && "DequantizeRow: no dequantizer for this dtype");
   }
 }
 

@@ -3,8 +3,9 @@
 //
 // Contract
 // - QuantizeRow writes RowBytes(dtype, n) bytes; DequantizeRow reads them and writes n floats.
-//   n must be a multiple of the dtype's block size and the dtype must be QuantizeSupported;
-//   violating either is a programming error (GOOSE_CHECK).
+//   n must be a multiple of the dtype's block size, and the dtype QuantizeSupported
+//   (QuantizeRow) or DTypeSupported (DequantizeRow): util/dtype.h's table. Violating either is
+//   a programming error (GOOSE_CHECK).
 // - Q8_0 is bit-exact with ggml's quantize_row_q8_0_ref: per 32 values an f16 scale
 //   d = amax / 127 followed by 32 int8 qs = roundf(x * (1/d)); dequantization is qs * f32(d).
 // - Q4_0 follows ggml's reference: d = (value of largest magnitude) / -8, q = min(15,
@@ -68,6 +69,7 @@ struct BlockQ6_K {
 };
 static_assert(sizeof(BlockQ6_K) == 210, "Q6_K block must be 210 bytes");
 
+// GetDTypeSupport(dtype).quantize (util/dtype.h).
 bool QuantizeSupported(DType dtype);
 void QuantizeRow(DType dtype, const float* x, int64_t n, void* out);
 void DequantizeRow(DType dtype, const void* in, int64_t n, float* out);

@@ -109,8 +109,8 @@ Status Validate(const SynthParams& p) {
     return err(StrFormat("n_head %d is not a multiple of n_head_kv %d", p.n_head, p.n_head_kv));
   }
   if (!QuantizeSupported(p.dtype)) {
-    return err("dtype " + std::string(GetDTypeInfo(p.dtype).name) +
-               " is not supported (f32, f16, bf16, q8_0, q4_0, q5_0, q4_k, q5_k, q6_k)");
+    return err("dtype " + std::string(GetDTypeInfo(p.dtype).name) + " is not supported (" +
+               DTypeNamesWith(&DTypeSupport::quantize) + ")");
   }
   // K-quants fall back to 32-blocks on rows that are not a multiple of 256 (RowDType).
   const int64_t bs = std::min<int64_t>(32, GetDTypeInfo(p.dtype).block_size);

@@ -28,6 +28,23 @@ constexpr Entry kTypes[] = {
     {DType::kBF16, {"bf16", 1, 2}},       {DType::kTQ1_0, {"tq1_0", 256, 54}},
     {DType::kTQ2_0, {"tq2_0", 256, 66}},  {DType::kMXFP4, {"mxfp4", 32, 17}},
 };
+// What goose does with each dtype it supports (every other type: nothing but its geometry).
+struct SupportEntry {
+  DType type;
+  DTypeSupport support;
+};
+constexpr SupportEntry kSupport[] = {
+    //              compute quantize int_dot tiles
+    {DType::kF32,  {true,   true,    false,  false}},
+    {DType::kF16,  {true,   true,    false,  false}},
+    {DType::kBF16, {true,   true,    false,  false}},
+    {DType::kQ8_0, {true,   true,    true,   true}},
+    {DType::kQ4_0, {true,   true,    true,   true}},
+    {DType::kQ5_0, {true,   true,    true,   true}},
+    {DType::kQ4_K, {true,   true,    true,   true}},
+    {DType::kQ5_K, {true,   true,    true,   false}},
+    {DType::kQ6_K, {true,   true,    true,   false}},
+};
 }  // namespace
 
 DTypeInfo GetDTypeInfo(uint32_t type_id) {
@@ -37,21 +54,23 @@ DTypeInfo GetDTypeInfo(uint32_t type_id) {
   return DTypeInfo{"unknown", 0, 0};
 }
 
-bool DTypeSupported(DType t) {
-  switch (t) {
-    case DType::kF32:
-    case DType::kF16:
-    case DType::kBF16:
-    case DType::kQ8_0:
-    case DType::kQ4_0:
-    case DType::kQ5_0:
-    case DType::kQ4_K:
-    case DType::kQ5_K:
-    case DType::kQ6_K:
-      return true;
-    default:
-      return false;
+DTypeSupport GetDTypeSupport(DType t) {
+  for (const SupportEntry& e : kSupport) {
+    if (e.type == t) return e.support;
   }
+  return DTypeSupport{};
+}
+
+bool DTypeSupported(DType t) { return GetDTypeSupport(t).compute; }
+
+std::string DTypeNamesWith(bool DTypeSupport::*capability) {
+  std::string names;
+  for (const SupportEntry& e : kSupport) {
+    if (!(e.support.*capability)) continue;
+    if (!names.empty()) names += ", ";
+    names += GetDTypeInfo(e.type).name;
+  }
+  return names;
 }
 
 bool ParseDType(std::string_view name, DType* out) {

@@ -1,9 +1,10 @@
 // DType: tensor element formats, numbered as in GGML/GGUF so the ids read from a GGUF file map
 // directly. Every GGML type has its block geometry here (so a GGUF reader can validate sizes of
-// any file); `DTypeSupported` says which ones goose can compute with.
+// any file); `GetDTypeSupport` says what goose does with each: one table for every layer.
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 namespace goose {
@@ -53,8 +54,24 @@ struct DTypeInfo {
 DTypeInfo GetDTypeInfo(uint32_t type_id);
 inline DTypeInfo GetDTypeInfo(DType t) { return GetDTypeInfo(static_cast<uint32_t>(t)); }
 
-// Types goose's kernels implement (weights). Others load in the GGUF reader but not as a model.
+// What goose does with a dtype. One table (dtype.cc) that every layer reads - the model loader,
+// the quantizers, the kernels' dispatch - so that their lists cannot drift apart (a dtype that
+// the loader accepts and a kernel lacks would turn a user's file into an abort). quantize and
+// int_dot imply compute; tiles implies int_dot.
+struct DTypeSupport {
+  bool compute = false;   // a model's weights may have it: MatMul, GetRow, DequantizeRow (ops)
+  bool quantize = false;  // QuantizeRow writes it (ops/quant.h): synth's --dtype
+  bool int_dot = false;   // MatMul multiplies its integer levels (ops/qmatmul.h), else f32 rows
+  bool tiles = false;     // the AVX-512 kernel's load-time tiles exist for it (ops/qmatmul.h)
+};
+DTypeSupport GetDTypeSupport(DType t);
+
+// Types goose's kernels implement (weights): GetDTypeSupport(t).compute. Others load in the
+// GGUF reader but not as a model.
 bool DTypeSupported(DType t);
+
+// The names of the dtypes that have `capability` ("f32, f16, bf16, q8_0, ..."), for messages.
+std::string DTypeNamesWith(bool DTypeSupport::*capability);
 
 // Parses "f32", "f16", "bf16", "q8_0", ... (case-insensitive). Returns false if unknown.
 bool ParseDType(std::string_view name, DType* out);

@@ -139,7 +139,7 @@ TEST_P(SynthModelTest, KeepPathAndTruncateContinueBitwise) {
 // and a tree; and every matrix of a tiled dtype is tiled (token_embd only when tied to the
 // output).
 TEST(SynthModelLayoutTest, TilesGiveTheLogitsOfRows) {
-  if (DetectCpuLevel() < CpuLevel::kAvx512 || IntKernelFor(CpuLevel::kAvx512) != 2) {
+  if (DetectCpuLevel() < CpuLevel::kAvx512 || IntKernelFor(CpuLevel::kAvx512) != IntKernel::kAvx512Vnni) {
     GTEST_SKIP() << "no AVX-512 VNNI: weights are never tiled here";
   }
   for (const DType dtype : {DType::kQ8_0, DType::kQ4_K})

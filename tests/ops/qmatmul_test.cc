@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -177,13 +178,49 @@ TEST(QMatMulTest, K4ScaleMinPackingRoundTrips) {
   }
 }
 
-std::vector<int> Kernels() {
-  std::vector<int> k = {0};
-  if (DetectCpuLevel() >= CpuLevel::kAvx2) k.push_back(1);
-  if (IntKernelFor(DetectCpuLevel()) >= 2) k.push_back(2);
-  if (IntKernelFor(DetectCpuLevel()) == 3) k.push_back(3);
-  return k;
+// The CPU features kernel k needs that this CPU lacks ("" if it runs k).
+std::string MissingFeatures(IntKernel k) {
+  const CpuFeatures f = DetectCpuFeatures();
+  switch (k) {
+    case IntKernel::kScalar:
+      return "";
+    case IntKernel::kAvx2:
+      return MissingCpuFeatures(f, CpuLevel::kAvx2);
+    case IntKernel::kAvx512Vnni: {
+      std::string m = MissingCpuFeatures(f, CpuLevel::kAvx512);
+      if (!f.avx512vnni) m += (m.empty() ? "" : ", ") + std::string("avx512vnni");
+      return m;
+    }
+    case IntKernel::kAmx:
+      return MissingCpuFeatures(f, CpuLevel::kAmx);
+  }
+  return "?";
 }
+
+// The kernel-path tests run once per integer kernel (QMatMul's `kernel`): on this CPU, or
+// skipped with the features it lacks, so that a run shows which paths it did not test.
+class QMatMulKernelTest : public ::testing::TestWithParam<IntKernel> {
+ protected:
+  void SetUp() override {
+    const std::string missing = MissingFeatures(GetParam());
+    ASSERT_EQ(missing.empty(), IntKernelFor(DetectCpuLevel()) >= GetParam());
+    if (!missing.empty()) {
+      GTEST_SKIP() << "kernel " << IntKernelName(GetParam())
+                   << " not tested on this CPU; missing: " << missing;
+    }
+  }
+};
+
+INSTANTIATE_TEST_SUITE_P(Kernels, QMatMulKernelTest,
+                         ::testing::Values(IntKernel::kScalar, IntKernel::kAvx2,
+                                           IntKernel::kAvx512Vnni, IntKernel::kAmx),
+                         [](const ::testing::TestParamInfo<IntKernel>& info) {
+                           std::string name = IntKernelName(info.param);
+                           for (char& c : name) {
+                             if (c == '-') c = '_';
+                           }
+                           return name;
+                         });
 
 // The reference is the exact product up to activation quantization: each x moves by at most
 // half a step of its block (amax / 254), so |err| <= sum |w_i| * step_i / 2 (+ f32 rounding).
@@ -214,11 +251,12 @@ TEST(QMatMulTest, ReferenceDotWithinActivationQuantizationBound) {
   }
 }
 
-// Every kernel path, batch size and thread count gives the reference's bits. 37 rows: partial
+// Every path of kernel k (direct, tiles, pairs of tiles, AMX: the dispatch table in qmatmul.cc),
+// every batch size and thread count gives the reference's bits. 37 rows: partial
 // tiles of 16 and 8; 181 x 768: enough work that even one token is split across threads (the
 // direct few-token AVX-512 path, with its prefetch, over several full tiles per thread).
-void CheckEveryKernelBatchAndThreadCount(int rows, int cols, std::vector<int> batches,
-                                         uint64_t seed) {
+void CheckEveryBatchAndThreadCount(IntKernel k, int rows, int cols, std::vector<int> batches,
+                                   uint64_t seed) {
   ThreadPool pool2(2), pool3(3);
   ThreadPool* pools[] = {nullptr, &pool2, &pool3};
   SplitMix64 rng(seed);
@@ -246,18 +284,15 @@ void CheckEveryKernelBatchAndThreadCount(int rows, int cols, std::vector<int> ba
       layouts.push_back({t, tiles.data(), rows, cols, WeightLayout::kTiles});
     }
     for (const WeightMatrix& wl : layouts) {
-      for (int k : Kernels()) {
-        for (ThreadPool* pool : pools) {
-          for (int n : batches) {
-            std::vector<float> out(static_cast<size_t>(n) * rows, -7.0f);
-            QMatMul(wl, x.data(), n, out.data(), pool, k);
-            for (size_t i = 0; i < out.size(); ++i) {
-              ASSERT_EQ(std::memcmp(&out[i], &ref[i], 4), 0)
-                  << GetDTypeInfo(t).name << (wl.layout == WeightLayout::kTiles ? " tiles" : "")
-                  << " kernel " << k << " threads " << (pool ? pool->size() : 1) << " n " << n
-                  << " token " << i / rows << " row " << i % rows << ": " << out[i] << " vs "
-                  << ref[i];
-            }
+      for (ThreadPool* pool : pools) {
+        for (int n : batches) {
+          std::vector<float> out(static_cast<size_t>(n) * rows, -7.0f);
+          QMatMul(wl, x.data(), n, out.data(), pool, k);
+          for (size_t i = 0; i < out.size(); ++i) {
+            ASSERT_EQ(std::memcmp(&out[i], &ref[i], 4), 0)
+                << GetDTypeInfo(t).name << (wl.layout == WeightLayout::kTiles ? " tiles" : "")
+                << " threads " << (pool ? pool->size() : 1) << " n " << n << " token "
+                << i / rows << " row " << i % rows << ": " << out[i] << " vs " << ref[i];
           }
         }
       }
@@ -265,17 +300,19 @@ void CheckEveryKernelBatchAndThreadCount(int rows, int cols, std::vector<int> ba
   }
 }
 
-// Tiles hold exactly the rows' blocks: every row comes back byte for byte, GetRow reads them as
-// it reads rows, and odd block counts (Q8_0 scales padded to 64 bytes) and partial tiles work
-// in QMatMul like any other.
+// Matrices stored as tiles in the tests: odd block counts (Q8_0 scales padded to 64 bytes),
+// partial tiles, one full tile.
+const std::tuple<DType, int, int> kTileShapes[] = {
+    {DType::kQ8_0, 37, 96},  {DType::kQ8_0, 16, 32},  {DType::kQ8_0, 50, 768},
+    {DType::kQ4_K, 37, 256}, {DType::kQ4_K, 16, 512}, {DType::kQ4_K, 50, 768},
+    {DType::kQ4_0, 37, 96},  {DType::kQ4_0, 16, 64},  {DType::kQ5_0, 37, 96},
+    {DType::kQ5_0, 50, 768}};
+
+// Tiles hold exactly the rows' blocks: every row comes back byte for byte, and GetRow reads
+// them as it reads rows.
 TEST(QMatMulTest, TilesRoundTripAndMatchRows) {
   SplitMix64 rng(21);
-  for (const auto& [t, rows, cols] :
-       {std::tuple{DType::kQ8_0, 37, 96}, std::tuple{DType::kQ8_0, 16, 32},
-        std::tuple{DType::kQ8_0, 50, 768}, std::tuple{DType::kQ4_K, 37, 256},
-        std::tuple{DType::kQ4_K, 16, 512}, std::tuple{DType::kQ4_K, 50, 768},
-        std::tuple{DType::kQ4_0, 37, 96}, std::tuple{DType::kQ4_0, 16, 64},
-        std::tuple{DType::kQ5_0, 37, 96}, std::tuple{DType::kQ5_0, 50, 768}}) {
+  for (const auto& [t, rows, cols] : kTileShapes) {
     const auto q = Quantize(t, RandomRow(rng, int64_t{rows} * cols, 0.1), rows, cols);
     const WeightMatrix w{t, q.data(), rows, cols};
     const std::string what = std::string(GetDTypeInfo(t).name) + " " + std::to_string(rows) +
@@ -299,38 +336,50 @@ TEST(QMatMulTest, TilesRoundTripAndMatchRows) {
       GetRow(wt, r, b.data());
       ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0) << what << " row " << r;
     }
+  }
+}
+
+// Tiles with odd block counts and partial tiles give every kernel the bits of the rows.
+TEST_P(QMatMulKernelTest, TilesGiveTheBitsOfRows) {
+  const IntKernel k = GetParam();
+  SplitMix64 rng(21);
+  for (const auto& [t, rows, cols] : kTileShapes) {
+    const auto q = Quantize(t, RandomRow(rng, int64_t{rows} * cols, 0.1), rows, cols);
+    const WeightMatrix w{t, q.data(), rows, cols};
+    AlignedVector<uint8_t> tiles(static_cast<size_t>(TiledBytes(t, rows, cols)));
+    RepackTiles(w, tiles.data());
+    const WeightMatrix wt{t, tiles.data(), rows, cols, WeightLayout::kTiles};
     ThreadPool pool(2);
     for (int n : {1, 4, 9, 33}) {
       const auto x = RandomRow(rng, int64_t{n} * cols, 1.0);
-      for (int k : Kernels()) {
-        std::vector<float> want(static_cast<size_t>(n) * rows), got(want.size(), -7.0f);
-        QMatMul(w, x.data(), n, want.data(), &pool, k);
-        QMatMul(wt, x.data(), n, got.data(), &pool, k);
-        ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size() * 4), 0)
-            << what << " kernel " << k << " n " << n;
-      }
+      std::vector<float> want(static_cast<size_t>(n) * rows), got(want.size(), -7.0f);
+      QMatMul(w, x.data(), n, want.data(), &pool, k);
+      QMatMul(wt, x.data(), n, got.data(), &pool, k);
+      ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size() * 4), 0)
+          << GetDTypeInfo(t).name << " " << rows << "x" << cols << " n " << n;
     }
   }
 }
 
-TEST(QMatMulTest, EveryKernelBatchAndThreadCountEqualsReferenceBitwise) {
-  CheckEveryKernelBatchAndThreadCount(37, 768, {1, 2, 3, 4, 5, 7, 8, 11, 16, 17, 40}, 9);
+TEST_P(QMatMulKernelTest, EveryBatchAndThreadCountEqualsReferenceBitwise) {
+  CheckEveryBatchAndThreadCount(GetParam(), 37, 768, {1, 2, 3, 4, 5, 7, 8, 11, 16, 17, 40}, 9);
 }
 
 // Long rows (Q8_0: 2720 bytes), which on Intel run without the prefetch of the next tile
 // (MaxPrefetchRowBytes), on the direct and the tile paths.
-TEST(QMatMulTest, LongRowsEqualReferenceBitwise) {
-  CheckEveryKernelBatchAndThreadCount(37, 2560, {1, 5, 16, 40}, 11);
+TEST_P(QMatMulKernelTest, LongRowsEqualReferenceBitwise) {
+  CheckEveryBatchAndThreadCount(GetParam(), 37, 2560, {1, 5, 16, 40}, 11);
 }
 
-TEST(QMatMulTest, FewTokensSplitAcrossThreadsEqualReferenceBitwise) {
-  CheckEveryKernelBatchAndThreadCount(181, 768, {1, 2, 3}, 10);
+TEST_P(QMatMulKernelTest, FewTokensSplitAcrossThreadsEqualReferenceBitwise) {
+  CheckEveryBatchAndThreadCount(GetParam(), 181, 768, {1, 2, 3}, 10);
 }
 
 // Activations whose quantized levels are exact halves (a block's maximum is 127, so its scale
 // is 1 and x * (1 / d) = x): every vectorized rounding must round them away from zero as roundf
 // does, and 0.49999997 down. One level off changes the product, so any slip shows bitwise.
-TEST(QMatMulTest, HalfwayActivationsRoundAsRoundf) {
+TEST_P(QMatMulKernelTest, HalfwayActivationsRoundAsRoundf) {
+  const IntKernel k = GetParam();
   SplitMix64 rng(12);
   const int rows = 32, cols = 768, n_tok = 17;
   std::vector<float> x(static_cast<size_t>(n_tok) * cols);
@@ -344,16 +393,14 @@ TEST(QMatMulTest, HalfwayActivationsRoundAsRoundf) {
   for (DType t : kIntTypes) {
     const auto q = Quantize(t, RandomRow(rng, static_cast<int64_t>(rows) * cols, 0.1), rows, cols);
     WeightMatrix w{t, q.data(), rows, cols};
-    for (int k : Kernels()) {
-      std::vector<float> out(static_cast<size_t>(n_tok) * rows);
-      QMatMul(w, x.data(), n_tok, out.data(), &pool, k);
-      for (int tok = 0; tok < n_tok; ++tok) {
-        for (int r = 0; r < rows; ++r) {
-          const float want = QDotReference(t, q.data() + r * w.row_bytes(), cols,
-                                           x.data() + static_cast<size_t>(tok) * cols);
-          ASSERT_EQ(std::memcmp(&out[tok * rows + r], &want, 4), 0)
-              << GetDTypeInfo(t).name << " kernel " << k << " token " << tok << " row " << r;
-        }
+    std::vector<float> out(static_cast<size_t>(n_tok) * rows);
+    QMatMul(w, x.data(), n_tok, out.data(), &pool, k);
+    for (int tok = 0; tok < n_tok; ++tok) {
+      for (int r = 0; r < rows; ++r) {
+        const float want = QDotReference(t, q.data() + r * w.row_bytes(), cols,
+                                         x.data() + static_cast<size_t>(tok) * cols);
+        ASSERT_EQ(std::memcmp(&out[tok * rows + r], &want, 4), 0)
+            << GetDTypeInfo(t).name << " token " << tok << " row " << r;
       }
     }
   }
@@ -361,7 +408,8 @@ TEST(QMatMulTest, HalfwayActivationsRoundAsRoundf) {
 
 // Matrices sharing one input (Q, K, V): one shared run gives each matrix QMatMul's bits, for
 // row counts with partial tiles, every kernel, thread count and batch (AMX and direct).
-TEST(QMatMulTest, SharedRunEqualsOneMatMulEach) {
+TEST_P(QMatMulKernelTest, SharedRunEqualsOneMatMulEach) {
+  const IntKernel k = GetParam();
   SplitMix64 rng(13);
   const int cols = 512, rows[] = {181, 16, 37};
   ThreadPool pool2(2), pool3(3);
@@ -374,21 +422,19 @@ TEST(QMatMulTest, SharedRunEqualsOneMatMulEach) {
     const WeightMatrix* ws[] = {&w[0], &w[1], &w[2]};
     for (int n : {1, 3, 16, 21}) {
       const auto x = RandomRow(rng, static_cast<int64_t>(n) * cols, 1.0);
-      for (int k : Kernels()) {
-        for (ThreadPool* pool : pools) {
-          std::vector<float> want[3], got[3];
-          float* outs[3];
-          for (int i = 0; i < 3; ++i) {
-            want[i].resize(static_cast<size_t>(n) * rows[i]);
-            got[i].assign(want[i].size(), -7.0f);
-            outs[i] = got[i].data();
-            QMatMul(w[i], x.data(), n, want[i].data(), pool, k);
-          }
-          QMatMulShared(ws, 3, x.data(), n, outs, pool, k);
-          for (int i = 0; i < 3; ++i) {
-            ASSERT_EQ(std::memcmp(got[i].data(), want[i].data(), got[i].size() * 4), 0)
-                << GetDTypeInfo(t).name << " kernel " << k << " n " << n << " matrix " << i;
-          }
+      for (ThreadPool* pool : pools) {
+        std::vector<float> want[3], got[3];
+        float* outs[3];
+        for (int i = 0; i < 3; ++i) {
+          want[i].resize(static_cast<size_t>(n) * rows[i]);
+          got[i].assign(want[i].size(), -7.0f);
+          outs[i] = got[i].data();
+          QMatMul(w[i], x.data(), n, want[i].data(), pool, k);
+        }
+        QMatMulShared(ws, 3, x.data(), n, outs, pool, k);
+        for (int i = 0; i < 3; ++i) {
+          ASSERT_EQ(std::memcmp(got[i].data(), want[i].data(), got[i].size() * 4), 0)
+              << GetDTypeInfo(t).name << " n " << n << " matrix " << i;
         }
       }
     }
