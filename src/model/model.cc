@@ -198,6 +198,10 @@ Status LoadQkv(const GgufFile& gguf, const LlamaConfig& c, const std::string& p,
     }
     return Status::Ok();
   }
+  if (gguf.FindTensor(p + "attn_q.weight") == nullptr) {
+    return r.Error(p + "attn_q.weight", "is missing (and there is no fused " + p +
+                                            "attn_qkv.weight either)");
+  }
   GOOSE_ASSIGN_OR_RETURN(L->wq, r.Matrix(p + "attn_q.weight", q_dim, c.n_embd));
   GOOSE_ASSIGN_OR_RETURN(L->wk, r.Matrix(p + "attn_k.weight", kv_dim, c.n_embd));
   GOOSE_ASSIGN_OR_RETURN(L->wv, r.Matrix(p + "attn_v.weight", kv_dim, c.n_embd));
