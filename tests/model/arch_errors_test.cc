@@ -47,7 +47,8 @@ std::string Write(const Variant& v, const std::string& label) {
   EXPECT_TRUE(src.ok());
   GgufWriter w;
   for (const auto& [key, value] : (*src)->metadata()) {
-    auto it = std::find_if(v.set.begin(), v.set.end(), [&](const auto& s) { return s.first == key; });
+    auto it = std::find_if(v.set.begin(), v.set.end(),
+                           [&](const auto& s) { return s.first == key; });
     if (it == v.set.end()) w.Set(key, value);
   }
   for (const auto& [key, value] : v.set) {
@@ -216,12 +217,11 @@ TEST(ArchErrorsTest, OptionalKeysTakeLlamaCppDefaults) {
   const LlamaConfig g3_no_window = config(
       {.arch = "gemma3", .set = {{"gemma3.attention.sliding_window", std::nullopt}}}, "nowin");
   EXPECT_EQ(g3_no_window.n_swa, 0);
+  const GgufValue flags = GgufValue::Array(
+      GgufType::kBool, {GgufValue::Bool(false), GgufValue::Bool(true), GgufValue::Bool(true),
+                        GgufValue::Bool(false)});
   const LlamaConfig g3_flags = config(
-      {.arch = "gemma3",
-       .set = {{"gemma3.attention.sliding_window_pattern",
-                GgufValue::Array(GgufType::kBool, {GgufValue::Bool(false), GgufValue::Bool(true),
-                                                   GgufValue::Bool(true), GgufValue::Bool(false)})}}},
-      "flags");
+      {.arch = "gemma3", .set = {{"gemma3.attention.sliding_window_pattern", flags}}}, "flags");
   EXPECT_EQ(g3_flags.swa_layers, (std::vector<uint8_t>{0, 1, 1, 0}));
   // phi3's window key is read and ignored, as llama.cpp does.
   const LlamaConfig p3 = config(
