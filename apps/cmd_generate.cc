@@ -58,8 +58,8 @@ Status ParsePromptIds(const std::string& text, int n_vocab, std::vector<int32_t>
 // --top-logits K: for every prompt position, in order, its K highest logits as [id, logit]
 // (model/top_logits.h: its own prefill, in passes of -b tokens).
 StatusOr<nlohmann::json> PromptTopLogitsJson(const Model& model, std::span<const int32_t> prompt,
-                                             int k, int chunk, ThreadPool* pool) {
-  GOOSE_ASSIGN_OR_RETURN(auto rows, PromptTopLogits(model, prompt, k, chunk, pool));
+                                             int k, int chunk, int n_ctx, ThreadPool* pool) {
+  GOOSE_ASSIGN_OR_RETURN(auto rows, PromptTopLogits(model, prompt, k, chunk, n_ctx, pool));
   nlohmann::json out = nlohmann::json::array();
   for (const std::vector<TokenLogit>& row : rows) {
     nlohmann::json r = nlohmann::json::array();
@@ -159,7 +159,8 @@ int RunGenerate(const GenerateFlags& f) {
   // The largest batch is a prefill pass or a tree of at most 128 nodes.
   const int n_batch =
       std::max(PrefillPassTokens(params, static_cast<int>(prompt_tokens.size())), 128);
-  if (Status st = CheckContextMemory(model.config(), n_ctx, n_batch, 1, "-c"); !st.ok()) {
+  const int n_contexts = f.top_logits > 0 ? 2 : 1;  // --top-logits scores the prompt again
+  if (Status st = CheckContextMemory(model.config(), n_ctx, n_batch, n_contexts, "-c"); !st.ok()) {
     return Fail(st.message());
   }
   ThreadPool pool(f.threads > 0 ? f.threads : ThreadPool::DefaultThreads());
@@ -210,7 +211,8 @@ int RunGenerate(const GenerateFlags& f) {
     j["text"] = tok.Decode(r.tokens);
     j["stats"] = stats;
     if (f.top_logits > 0) {
-      auto top = PromptTopLogitsJson(model, prompt_tokens, f.top_logits, f.batch, &pool);
+      auto top =
+          PromptTopLogitsJson(model, prompt_tokens, f.top_logits, f.batch, n_ctx, &pool);
       if (!top.ok()) return Fail(top.status().message());
       j["top_logits"] = std::move(*top);
     }

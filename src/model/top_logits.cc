@@ -22,13 +22,17 @@ std::vector<TokenLogit> TopLogits(const float* logits, int n_vocab, int k) {
 
 StatusOr<std::vector<std::vector<TokenLogit>>> PromptTopLogits(const Model& model,
                                                                std::span<const int32_t> prompt,
-                                                               int k, int chunk,
+                                                               int k, int chunk, int n_ctx,
                                                                ThreadPool* pool) {
   if (prompt.empty()) return Status::Error("top logits: the prompt is empty");
   if (k < 1) return Status::Error(StrFormat("top logits: k = %d, expected at least 1", k));
   const int n = static_cast<int>(prompt.size());
+  if (n_ctx > 0 && n > n_ctx) {
+    return Status::Error(
+        StrFormat("top logits: the prompt (%d tokens) does not fit a context of %d", n, n_ctx));
+  }
   const int pass = chunk > 0 ? std::min(chunk, n) : n;
-  Context ctx(model, n, pool);
+  Context ctx(model, n_ctx > 0 ? n_ctx : n, pool);
   std::vector<std::vector<TokenLogit>> out;
   out.reserve(prompt.size());
   for (int at = 0; at < n; at += pass) {

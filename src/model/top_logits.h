@@ -4,10 +4,12 @@
 // Contract
 // - TopLogits(row, n_vocab, k): the min(k, n_vocab) highest logits, highest first; equal
 //   logits in increasing id order (NaNs are never chosen before a number).
-// - PromptTopLogits scores `prompt` from an empty context of its own (prompt.size() tokens of
-//   KV cache), in passes of at most `chunk` tokens (0: one pass), and returns every position's
-//   TopLogits in order. A pass keeps every row's logits and a row's logits are the same bits
-//   whatever the split. Errors: an empty prompt, k < 1, a token outside the vocabulary.
+// - PromptTopLogits scores `prompt` from an empty context of its own, of n_ctx tokens (0: the
+//   prompt's length; give the generation's context size to get its numbers: phi3's LongRoPE
+//   factors depend on it), in passes of at most `chunk` tokens (0: one pass), and returns every
+//   position's TopLogits in order. A pass keeps every row's logits and a row's logits are the
+//   same bits whatever the split. Errors: an empty prompt, k < 1, a token outside the
+//   vocabulary, a prompt longer than n_ctx.
 #pragma once
 
 #include <cstdint>
@@ -29,7 +31,7 @@ std::vector<TokenLogit> TopLogits(const float* logits, int n_vocab, int k);
 
 StatusOr<std::vector<std::vector<TokenLogit>>> PromptTopLogits(const Model& model,
                                                                std::span<const int32_t> prompt,
-                                                               int k, int chunk,
+                                                               int k, int chunk, int n_ctx,
                                                                ThreadPool* pool);
 
 }  // namespace goose

@@ -144,12 +144,13 @@ TEST_P(ArchReferenceTest, GreedyContinuationsEqualLlamaCpp) {
   }
 }
 
-// PromptTopLogits (goose generate --top-logits) gives the same lists whatever the prefill split.
+// PromptTopLogits (goose generate --top-logits) gives the same lists whatever the prefill split
+// and context size (no LongRoPE here), and refuses what it cannot do.
 TEST_P(ArchReferenceTest, PromptTopLogitsIndependentOfTheSplit) {
   const Model& m = RefModel(GetParam());
   const RefSequence ref = ReadRef(GetParam()).back();  // the long one
-  auto whole = PromptTopLogits(m, ref.prompt, 10, 0, nullptr);
-  auto split = PromptTopLogits(m, ref.prompt, 10, 37, nullptr);
+  auto whole = PromptTopLogits(m, ref.prompt, 10, 0, 0, nullptr);
+  auto split = PromptTopLogits(m, ref.prompt, 10, 37, 512, nullptr);
   ASSERT_TRUE(whole.ok() && split.ok());
   ASSERT_EQ(whole->size(), ref.prompt.size());
   for (size_t p = 0; p < whole->size(); ++p) {
@@ -159,6 +160,11 @@ TEST_P(ArchReferenceTest, PromptTopLogitsIndependentOfTheSplit) {
       EXPECT_EQ((*whole)[p][r].logit, (*split)[p][r].logit) << p;
     }
   }
+  EXPECT_FALSE(PromptTopLogits(m, ref.prompt, 10, 0, 100, nullptr).ok());  // 151 > 100
+  EXPECT_FALSE(PromptTopLogits(m, ref.prompt, 0, 0, 0, nullptr).ok());
+  EXPECT_FALSE(PromptTopLogits(m, {}, 10, 0, 0, nullptr).ok());
+  const std::vector<int32_t> bad = {1, 512};
+  EXPECT_FALSE(PromptTopLogits(m, bad, 10, 0, 0, nullptr).ok());
 }
 
 INSTANTIATE_TEST_SUITE_P(Archs, ArchReferenceTest, testing::ValuesIn(kArchs),
