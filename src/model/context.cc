@@ -38,14 +38,17 @@ void ForTokens(ThreadPool* pool, int n, int64_t width, F&& fn) {
   });
 }
 // fn(lo, hi) over [0, n) in pieces that are whole vectors of 16 (element-wise ops: any split
-// gives the same bits), split over the pool's threads when n is large enough.
+// gives the same bits) of at most 2^24 elements (the ops take int counts), split over the
+// pool's threads when n is large enough.
 template <class F>
 void ForElements(ThreadPool* pool, int64_t n, F&& fn) {
-  if (pool == nullptr || pool->size() == 1 || n < kMinParallelElementwise) {
-    fn(int64_t{0}, n);
-    return;
-  }
-  pool->ParallelFor((n + 15) / 16, [&](int64_t b, int64_t e) { fn(16 * b, std::min(16 * e, n)); });
+  constexpr int64_t kPiece = int64_t{1} << 24;
+  auto pieces = [&](int64_t lo, int64_t hi) {
+    for (int64_t at = lo; at < hi; at += kPiece) fn(at, std::min(at + kPiece, hi));
+  };
+  if (pool == nullptr || pool->size() == 1 || n < kMinParallelElementwise) return pieces(0, n);
+  pool->ParallelFor((n + 15) / 16,
+                    [&](int64_t b, int64_t e) { pieces(16 * b, std::min(16 * e, n)); });
 }
 // Prefix keys scored (and values accumulated) per step for all queries of a task: a tile of
 // K or V rows stays in L1 while every query of the block uses it.
