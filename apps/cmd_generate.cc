@@ -17,6 +17,7 @@
 #include "engine/report.h"
 #include "method/method.h"
 #include "model/model.h"
+#include "model/top_logits.h"
 #include "tokenizer/tokenizer.h"
 
 namespace goose::cli {
@@ -32,7 +33,43 @@ struct GenerateFlags {
   uint64_t seed = 0;
   bool json = false, ignore_eos = false, no_bos = false, has_prompt = false, recalibrate = false,
        no_table_cache = false;
+  std::string prompt_ids;  // --prompt-ids: the prompt as token ids
+  int top_logits = 0;      // --top-logits K
 };
+
+// --prompt-ids "1,403,407": comma-separated ids in [0, n_vocab), taken as they are (no BOS).
+Status ParsePromptIds(const std::string& text, int n_vocab, std::vector<int32_t>* out) {
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    char* end = nullptr;
+    errno = 0;
+    const long id = std::strtol(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || errno != 0 || id < 0 || id >= n_vocab) {
+      return Status::Error(StrFormat("--prompt-ids: '%s' is not a token id in [0, %d)",
+                                     item.c_str(), n_vocab));
+    }
+    out->push_back(static_cast<int32_t>(id));
+  }
+  if (out->empty() || text.back() == ',') {
+    return Status::Error("--prompt-ids: expected ids separated by commas, e.g. 1,403,407");
+  }
+  return Status::Ok();
+}
+
+// --top-logits K: for every prompt position, in order, its K highest logits as [id, logit]
+// (model/top_logits.h: its own prefill, in passes of -b tokens).
+StatusOr<nlohmann::json> PromptTopLogitsJson(const Model& model, std::span<const int32_t> prompt,
+                                             int k, int chunk, int n_ctx, ThreadPool* pool) {
+  GOOSE_ASSIGN_OR_RETURN(auto rows, PromptTopLogits(model, prompt, k, chunk, n_ctx, pool));
+  nlohmann::json out = nlohmann::json::array();
+  for (const std::vector<TokenLogit>& row : rows) {
+    nlohmann::json r = nlohmann::json::array();
+    for (const TokenLogit& e : row) r.push_back({e.id, e.logit});
+    out.push_back(std::move(r));
+  }
+  return out;
+}
 
 // Reads the whole prompt file, which must be a regular, readable file.
 Status ReadPromptFile(const std::string& path, std::string* out) {
@@ -114,7 +151,16 @@ int RunGenerate(const GenerateFlags& f) {
   params.sampling.top_p = f.top_p;
   params.sampling.seed = f.seed;
 
-  const std::vector<int32_t> prompt_tokens = tok.Encode(prompt, !f.no_bos);
+  std::vector<int32_t> prompt_tokens;
+  if (!f.prompt_ids.empty()) {
+    if (f.has_prompt || !f.prompt_file.empty()) return Fail("give -p/-f or --prompt-ids, not both");
+    Status st = ParsePromptIds(f.prompt_ids, model.config().n_vocab, &prompt_tokens);
+    if (!st.ok()) return Fail(st.message());
+    prompt = tok.Decode(prompt_tokens);
+  } else {
+    prompt_tokens = tok.Encode(prompt, !f.no_bos);
+  }
+  if (f.top_logits > 0 && !f.json) return Fail("--top-logits prints with --json only");
   const int n_ctx = ContextSize(model.config(), f.n_ctx);
   if (static_cast<int>(prompt_tokens.size()) >= n_ctx) {
     return Fail("prompt is " + std::to_string(prompt_tokens.size()) +
@@ -123,7 +169,8 @@ int RunGenerate(const GenerateFlags& f) {
   // The largest batch is a prefill pass or a tree of at most 128 nodes.
   const int n_batch =
       std::max(PrefillPassTokens(params, static_cast<int>(prompt_tokens.size())), 128);
-  if (Status st = CheckContextMemory(model.config(), n_ctx, n_batch, 1, "-c"); !st.ok()) {
+  const int n_contexts = f.top_logits > 0 ? 2 : 1;  // --top-logits scores the prompt again
+  if (Status st = CheckContextMemory(model.config(), n_ctx, n_batch, n_contexts, "-c"); !st.ok()) {
     return Fail(st.message());
   }
   ThreadPool pool(f.threads > 0 ? f.threads : ThreadPool::DefaultThreads());
@@ -193,6 +240,12 @@ int RunGenerate(const GenerateFlags& f) {
     j["tokens"] = r.tokens;
     j["text"] = tok.Decode(r.tokens);
     j["stats"] = stats;
+    if (f.top_logits > 0) {
+      auto top =
+          PromptTopLogitsJson(model, prompt_tokens, f.top_logits, f.batch, n_ctx, &pool);
+      if (!top.ok()) return Fail(top.status().message());
+      j["top_logits"] = std::move(*top);
+    }
     std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   } else {
     const std::string tail = decoder.Flush();
@@ -252,6 +305,10 @@ Runner AddGenerateCommand(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   app.add_flag("--no-bos", f->no_bos, "do not prepend BOS to the prompt");
   app.add_flag("--json", f->json, "print one JSON object instead of streaming text");
+  app.add_option("--prompt-ids", f->prompt_ids, "the prompt as token ids, e.g. 1,403,407");
+  app.add_option("--top-logits", f->top_logits,
+                 "with --json: top_logits, every prompt position's K highest logits [id, logit]")
+      ->check(CLI::Range(1, 1 << 20));
   return [f] { return RunGenerate(*f); };
 }
 

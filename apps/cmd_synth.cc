@@ -13,8 +13,8 @@ Runner AddSynthCommand(CLI::App& app) {
     std::string like, dtype = "f32", out;
   };
   auto f = std::make_shared<Flags>();
-  app.add_option("--like", f->like, "preset shape: qwen2.5-0.5b | llama-1b");
-  app.add_option("--arch", f->p.arch, "llama | qwen2");
+  app.add_option("--like", f->like, "preset shape: " + PresetNames());
+  app.add_option("--arch", f->p.arch, "llama | qwen2 | qwen3 | gemma2 | gemma3 | phi3");
   app.add_option("--hidden", f->p.n_embd, "embedding width")->check(CLI::Range(1, 1 << 16));
   app.add_option("--layers", f->p.n_layer, "transformer blocks")->check(CLI::Range(1, 1024));
   app.add_option("--heads", f->p.n_head, "attention heads")->check(CLI::Range(1, 1024));

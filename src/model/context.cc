@@ -1,11 +1,14 @@
 // Context: KV cache + scratch, and the tree-batched forward pass.
 //
 // Why the tree logits equal the sequential ones bit for bit: every op below is either per token
-// (embedding, norms, bias, RoPE at position n_past + depth, SwiGLU, residual adds) or a MatMul
-// whose rows are batch-invariant (ops.h), and attention for query i visits exactly the keys the
-// sequential pass would see - committed slots [0, n_past) then i's ancestors and i itself, in
-// increasing order, which is the order they occupy a sequential cache - with the same Dot,
-// Softmax and Axpy calls. Masked keys are never touched.
+// (embedding and its scale, norms, bias, Q/K head norms, RoPE at position n_past + depth, the
+// gated activation, soft-capping, residual adds) or a MatMul whose rows are batch-invariant
+// (ops.h), and attention for query i visits exactly the keys the sequential pass would see -
+// committed slots [0, n_past) then i's ancestors and i itself, in increasing order, which is
+// the order they occupy a sequential cache - with the same Dot, SoftCap, Softmax and Axpy
+// calls. On a sliding-window layer both drop the same keys, those at positions <= p - n_swa
+// for a query at position p: a prefix of the committed slots, and of the ancestors once the
+// path is deeper than the window. Masked keys are never touched.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -34,6 +37,19 @@ void ForTokens(ThreadPool* pool, int n, int64_t width, F&& fn) {
     for (int64_t i = b; i < e; ++i) fn(static_cast<int>(i));
   });
 }
+// fn(lo, hi) over [0, n) in pieces that are whole vectors of 16 (element-wise ops: any split
+// gives the same bits) of at most 2^24 elements (the ops take int counts), split over the
+// pool's threads when n is large enough.
+template <class F>
+void ForElements(ThreadPool* pool, int64_t n, F&& fn) {
+  constexpr int64_t kPiece = int64_t{1} << 24;
+  auto pieces = [&](int64_t lo, int64_t hi) {
+    for (int64_t at = lo; at < hi; at += kPiece) fn(at, std::min(at + kPiece, hi));
+  };
+  if (pool == nullptr || pool->size() == 1 || n < kMinParallelElementwise) return pieces(0, n);
+  pool->ParallelFor((n + 15) / 16,
+                    [&](int64_t b, int64_t e) { pieces(16 * b, std::min(16 * e, n)); });
+}
 // Prefix keys scored (and values accumulated) per step for all queries of a task: a tile of
 // K or V rows stays in L1 while every query of the block uses it.
 constexpr int kKeyTile = 64;
@@ -56,6 +72,9 @@ struct Context::Impl {
   AlignedVector<float> up;      // [N, n_ff]
   AlignedVector<float> logits;  // [N, n_vocab]
   AlignedVector<float> rope;    // [N, n_rot]: cos[n_rot/2] then sin[n_rot/2]
+  AlignedVector<float> rope_swa;  // [N, n_rot]: the same for window layers with their own base
+  bool rope_swa_differs = false;  // the window layers' RoPE base or scale differs
+  const float* rope_factors = nullptr;  // [n_rot/2] frequency factors for this n_ctx, or null
   std::vector<int32_t> parents, depth;  // [N]
   std::vector<int32_t> chain;           // [N] ForwardChain's parents
   int block = 1;                        // queries per attention task
@@ -81,6 +100,10 @@ Context::Context(const Model& model, int n_ctx, ThreadPool* pool)
   impl_->block = std::max(1, kRowsPerTask / group);
   impl_->scores_per_thread = static_cast<size_t>(impl_->block) * group * n_ctx_;
   impl_->scores.assign(static_cast<size_t>(n_threads) * impl_->scores_per_thread, 0.0f);
+  impl_->rope_factors = model.rope_factors(n_ctx_);
+  impl_->rope_swa_differs =
+      c.n_swa > 0 && (c.rope_freq_base_swa != c.rope_freq_base ||
+                      c.rope_freq_scale_swa != c.rope_freq_scale);
 }
 
 Context::~Context() = default;
@@ -140,6 +163,7 @@ Status Context::Forward(std::span<const int32_t> tokens, std::span<const int32_t
     s.up.resize(N * c.n_ff);
     s.logits.resize(N * c.n_vocab);
     s.rope.resize(N * c.n_rot);
+    if (s.rope_swa_differs) s.rope_swa.resize(N * c.n_rot);
     s.parents.resize(N);
     s.depth.resize(N);
     s.ancestors.resize(N * nt);
@@ -149,28 +173,47 @@ Status Context::Forward(std::span<const int32_t> tokens, std::span<const int32_t
   s.pending = false;
 
   const int half_rot = c.n_rot / 2;
+  // cos and sin of token i's angles for a RoPE base and scale (times rope.scaling.attn_factor,
+  // as ggml scales both).
+  auto rope_angles = [&](int i, float base, float scale, float* cs) {
+    RopeCosSin(n_past_ + s.depth[i], c.n_rot, base, scale, s.rope_factors, cs, cs + half_rot);
+    if (c.rope_attn_factor != 1.0f) {
+      for (int d = 0; d < c.n_rot; ++d) cs[d] *= c.rope_attn_factor;
+    }
+  };
   for (int i = 0; i < n; ++i) {
     s.parents[i] = parents[i];
     s.depth[i] = parents[i] < 0 ? 0 : s.depth[parents[i]] + 1;
-    float* cs = s.rope.data() + static_cast<size_t>(i) * c.n_rot;
-    RopeCosSin(n_past_ + s.depth[i], c.n_rot, c.rope_freq_base, c.rope_freq_scale,
-               model_.rope_freqs(), cs, cs + half_rot);
-    GetRow(model_.token_embd(), tokens[i], s.x.data() + static_cast<size_t>(i) * c.n_embd);
+    const size_t at = static_cast<size_t>(i) * c.n_rot;
+    rope_angles(i, c.rope_freq_base, c.rope_freq_scale, s.rope.data() + at);
+    if (s.rope_swa_differs) {
+      rope_angles(i, c.rope_freq_base_swa, c.rope_freq_scale_swa, s.rope_swa.data() + at);
+    }
+    float* x = s.x.data() + static_cast<size_t>(i) * c.n_embd;
+    GetRow(model_.token_embd(), tokens[i], x);
+    if (c.embd_scale != 1.0f) {
+      for (int e = 0; e < c.n_embd; ++e) x[e] *= c.embd_scale;
+    }
   }
 
   const int hd = c.head_dim;
   const int group = c.n_head / c.n_head_kv;
-  const float kq_scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const float kq_scale = c.attn_scale;
   const bool neox = c.rope_style == RopeStyle::kNeox;
   const size_t layer_kv = static_cast<size_t>(n_ctx_) * s.kv_dim;
 
-  auto add_residual = [&](int i) {  // x += tmp, token i
+  // x += tmp for token i, after normalising tmp by `post_norm` if given (Gemma's sandwich).
+  auto add_residual = [&](int i, const float* post_norm) {
     float* x = s.x.data() + static_cast<size_t>(i) * c.n_embd;
-    const float* t = s.tmp.data() + static_cast<size_t>(i) * c.n_embd;
+    float* t = s.tmp.data() + static_cast<size_t>(i) * c.n_embd;
+    if (post_norm != nullptr) RmsNorm(t, post_norm, c.n_embd, c.rms_eps, t);
     for (int e = 0; e < c.n_embd; ++e) x[e] += t[e];
   };
   for (int l = 0; l < c.n_layer; ++l) {
     const LayerWeights& L = model_.layers()[l];
+    // Sliding window of this layer (0: none) and the RoPE angles it uses.
+    const int window = c.is_swa(l) ? c.n_swa : 0;
+    const float* rope = window > 0 && s.rope_swa_differs ? s.rope_swa.data() : s.rope.data();
     float* k_layer = s.k_cache.data() + l * layer_kv;
     float* v_layer = s.v_cache.data() + l * layer_kv;
     // The batch's K/V rows go straight into their (pending) cache slots n_past + i.
@@ -195,7 +238,15 @@ Status Context::Forward(std::span<const int32_t> tokens, std::span<const int32_t
         for (int d = 0; d < s.kv_dim; ++d) ki[d] += L.bk[d];
         for (int d = 0; d < s.kv_dim; ++d) vi[d] += L.bv[d];
       }
-      const float* cs = s.rope.data() + static_cast<size_t>(i) * c.n_rot;
+      if (L.q_norm != nullptr) {  // per-head RMS norms before RoPE (qwen3, gemma3)
+        for (int h = 0; h < c.n_head; ++h) {
+          RmsNorm(qi + h * hd, L.q_norm, hd, c.rms_eps, qi + h * hd);
+        }
+        for (int h = 0; h < c.n_head_kv; ++h) {
+          RmsNorm(ki + h * hd, L.k_norm, hd, c.rms_eps, ki + h * hd);
+        }
+      }
+      const float* cs = rope + static_cast<size_t>(i) * c.n_rot;
       for (int h = 0; h < c.n_head; ++h) RopeApply(qi + h * hd, c.n_rot, cs, cs + half_rot, neox);
       for (int h = 0; h < c.n_head_kv; ++h) {
         RopeApply(ki + h * hd, c.n_rot, cs, cs + half_rot, neox);
@@ -231,11 +282,26 @@ Status Context::Forward(std::span<const int32_t> tokens, std::span<const int32_t
                  (g * group + m % group) * hd;
         };
         const int rows = (i1 - i0) * group;
-        for (int j0 = 0; j0 < n_past_; j0 += kKeyTile) {
-          const int nk = std::min(kKeyTile, n_past_ - j0);
+        // The keys query i sees: committed positions [first_key(i), n_past), then its
+        // ancestors from depth first_anc(i) on (with a window of w, the positions > p - w for
+        // the query's position p = n_past + depth; without one, all of them). Key tiles start
+        // at the block's first visible key; each row takes its part of a tile.
+        auto first_key = [&](int i) {
+          return window == 0 ? 0 : std::clamp(n_past_ + s.depth[i] - window + 1, 0, n_past_);
+        };
+        auto first_anc = [&](int i) {
+          return window == 0 ? 0 : std::max(0, s.depth[i] + 1 - window);
+        };
+        auto row_first_key = [&](int m) { return first_key(i0 + m / group); };
+        int block_first_key = n_past_;
+        for (int i = i0; i < i1; ++i) block_first_key = std::min(block_first_key, first_key(i));
+        for (int j0 = block_first_key; j0 < n_past_; j0 += kKeyTile) {
+          const int j1 = std::min(j0 + kKeyTile, n_past_);
           for (int m = 0; m < rows; ++m) {
-            DotBatch(query(m), k_head + static_cast<size_t>(j0) * s.kv_dim, s.kv_dim, nk, hd,
-                     kq_scale, row(m) + j0);
+            const int j = std::max(j0, row_first_key(m));
+            if (j >= j1) continue;
+            DotBatch(query(m), k_head + static_cast<size_t>(j) * s.kv_dim, s.kv_dim, j1 - j, hd,
+                     kq_scale, row(m) + j);
           }
         }
         // i's ancestors and i itself, in increasing batch order: their K / V rows.
@@ -247,26 +313,32 @@ Status Context::Forward(std::span<const int32_t> tokens, std::span<const int32_t
           return n_anc;
         };
         for (int i = i0; i < i1; ++i) {
-          const int n_anc = ancestors(i, k_head);
+          const int skip = first_anc(i);
+          const int n_anc = ancestors(i, k_head) - skip;
+          const int fk = first_key(i);
           for (int m = (i - i0) * group; m < (i - i0 + 1) * group; ++m) {
             float* sc = row(m);
-            DotGather(query(m), anc, n_anc, hd, kq_scale, sc + n_past_);
-            Softmax(sc, n_past_ + n_anc);
+            DotGather(query(m), anc + skip, n_anc, hd, kq_scale, sc + n_past_);
+            if (c.attn_softcap > 0) SoftCap(sc + fk, n_past_ - fk + n_anc, c.attn_softcap);
+            Softmax(sc + fk, n_past_ - fk + n_anc);
             float* out = output(m);
             std::fill(out, out + hd, 0.0f);
           }
         }
-        for (int j0 = 0; j0 < n_past_; j0 += kKeyTile) {
-          const int nk = std::min(kKeyTile, n_past_ - j0);
+        for (int j0 = block_first_key; j0 < n_past_; j0 += kKeyTile) {
+          const int j1 = std::min(j0 + kKeyTile, n_past_);
           for (int m = 0; m < rows; ++m) {
-            AxpyRows(row(m) + j0, v_head + static_cast<size_t>(j0) * s.kv_dim, s.kv_dim, nk, hd,
+            const int j = std::max(j0, row_first_key(m));
+            if (j >= j1) continue;
+            AxpyRows(row(m) + j, v_head + static_cast<size_t>(j) * s.kv_dim, s.kv_dim, j1 - j, hd,
                      output(m));
           }
         }
         for (int i = i0; i < i1; ++i) {
-          const int n_anc = ancestors(i, v_head);
+          const int skip = first_anc(i);
+          const int n_anc = ancestors(i, v_head) - skip;
           for (int m = (i - i0) * group; m < (i - i0 + 1) * group; ++m) {
-            AxpyGather(row(m) + n_past_, anc, n_anc, hd, output(m));
+            AxpyGather(row(m) + n_past_, anc + skip, n_anc, hd, output(m));
           }
         }
       }
@@ -282,7 +354,7 @@ Status Context::Forward(std::span<const int32_t> tokens, std::span<const int32_t
     }
 
     MatMul(L.wo, attn, n, s.tmp.data(), pool_);
-    ForTokens(pool_, n, c.n_embd, add_residual);
+    ForTokens(pool_, n, c.n_embd, [&](int i) { add_residual(i, L.attn_post_norm); });
 
     ForTokens(pool_, n, c.n_embd, [&](int i) {
       RmsNorm(s.x.data() + i * c.n_embd, L.ffn_norm, c.n_embd, c.rms_eps,
@@ -294,18 +366,12 @@ Status Context::Forward(std::span<const int32_t> tokens, std::span<const int32_t
       MatMulShared(w, 2, s.xn.data(), n, out, pool_);
     }
     // Element-wise, so any split gives the same bits; split in whole vectors of 16.
-    const int64_t n_ffn = static_cast<int64_t>(n) * c.n_ff;
-    if (pool_ != nullptr && n_ffn >= kMinParallelElementwise) {
-      pool_->ParallelFor((n_ffn + 15) / 16, [&](int64_t b, int64_t e) {
-        const int64_t lo = 16 * b, hi = std::min(16 * e, n_ffn);
-        SwiGlu(s.gate.data() + lo, s.up.data() + lo, static_cast<int>(hi - lo),
-               s.gate.data() + lo);
-      });
-    } else {
-      SwiGlu(s.gate.data(), s.up.data(), static_cast<int>(n_ffn), s.gate.data());
-    }
+    const auto glu = c.ffn_act == FfnActivation::kGeluTanh ? GeluGlu : SwiGlu;
+    ForElements(pool_, static_cast<int64_t>(n) * c.n_ff, [&](int64_t lo, int64_t hi) {
+      glu(s.gate.data() + lo, s.up.data() + lo, static_cast<int>(hi - lo), s.gate.data() + lo);
+    });
     MatMul(L.w_down, s.gate.data(), n, s.tmp.data(), pool_);
-    ForTokens(pool_, n, c.n_embd, add_residual);
+    ForTokens(pool_, n, c.n_embd, [&](int i) { add_residual(i, L.ffn_post_norm); });
   }
 
   ForTokens(pool_, n, c.n_embd, [&](int i) {
@@ -313,6 +379,11 @@ Status Context::Forward(std::span<const int32_t> tokens, std::span<const int32_t
             s.xn.data() + i * c.n_embd);
   });
   MatMul(model_.output(), s.xn.data(), n, s.logits.data(), pool_);
+  if (c.final_softcap > 0) {
+    ForElements(pool_, static_cast<int64_t>(n) * c.n_vocab, [&](int64_t lo, int64_t hi) {
+      SoftCap(s.logits.data() + lo, static_cast<int>(hi - lo), c.final_softcap);
+    });
+  }
   n_batch_ = n;
   s.pending = true;
   s.pending_is_chain = chain;

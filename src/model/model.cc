@@ -134,9 +134,9 @@ uint64_t KvCacheBytes(const LlamaConfig& config, int n_ctx) {
 uint64_t ForwardScratchBytes(const LlamaConfig& config, int n_batch) {
   const uint64_t q_dim = static_cast<uint64_t>(config.n_head) * config.head_dim;
   // Per token (context.cc's Impl): x, tmp [n_embd]; xn [max(n_embd, q_dim)]; q [q_dim];
-  // gate, up [n_ff]; logits [n_vocab]; rope [n_rot]; and a few int32 indices.
+  // gate, up [n_ff]; logits [n_vocab]; rope, rope_swa [n_rot]; and a few int32 indices.
   const uint64_t floats = 2ull * config.n_embd + std::max<uint64_t>(config.n_embd, q_dim) +
-                          q_dim + 2ull * config.n_ff + config.n_vocab + config.n_rot;
+                          q_dim + 2ull * config.n_ff + config.n_vocab + 2ull * config.n_rot;
   return static_cast<uint64_t>(std::max(n_batch, 0)) * (floats * sizeof(float) + 16);
 }
 
@@ -171,6 +171,88 @@ void Model::TileMatrices() {
   if (tied && output_.layout == WeightLayout::kTiles) token_embd_ = output_;
 }
 
+namespace {
+
+// Rows [first, first + n) of a row-major matrix: a fused tensor's part (attn_qkv's Q, K, V;
+// phi3's ffn_up's gate and up).
+WeightMatrix RowRange(const WeightMatrix& w, int64_t first, int64_t n) {
+  WeightMatrix r = w;
+  r.data = static_cast<const uint8_t*>(w.data) + first * w.row_bytes();
+  r.rows = n;
+  return r;
+}
+
+// Q, K, V (and their biases) of layer prefix `p`: separate tensors, or one attn_qkv.
+Status LoadQkv(const GgufFile& gguf, const LlamaConfig& c, const std::string& p,
+               TensorReader& r, LayerWeights* L) {
+  const int64_t q_dim = static_cast<int64_t>(c.n_head) * c.head_dim;
+  const int64_t kv_dim = static_cast<int64_t>(c.n_head_kv) * c.head_dim;
+  if (gguf.FindTensor(p + "attn_qkv.weight") != nullptr) {
+    GOOSE_ASSIGN_OR_RETURN(WeightMatrix qkv,
+                           r.Matrix(p + "attn_qkv.weight", q_dim + 2 * kv_dim, c.n_embd));
+    L->wq = RowRange(qkv, 0, q_dim);
+    L->wk = RowRange(qkv, q_dim, kv_dim);
+    L->wv = RowRange(qkv, q_dim + kv_dim, kv_dim);
+    if (c.has_qkv_bias) {
+      GOOSE_ASSIGN_OR_RETURN(const float* b, r.Vector(p + "attn_qkv.bias", q_dim + 2 * kv_dim));
+      L->bq = b;
+      L->bk = b + q_dim;
+      L->bv = b + q_dim + kv_dim;
+    }
+    return Status::Ok();
+  }
+  if (gguf.FindTensor(p + "attn_q.weight") == nullptr) {
+    return r.Error(p + "attn_q.weight", "is missing (and there is no fused " + p +
+                                            "attn_qkv.weight either)");
+  }
+  GOOSE_ASSIGN_OR_RETURN(L->wq, r.Matrix(p + "attn_q.weight", q_dim, c.n_embd));
+  GOOSE_ASSIGN_OR_RETURN(L->wk, r.Matrix(p + "attn_k.weight", kv_dim, c.n_embd));
+  GOOSE_ASSIGN_OR_RETURN(L->wv, r.Matrix(p + "attn_v.weight", kv_dim, c.n_embd));
+  if (c.has_qkv_bias) {
+    GOOSE_ASSIGN_OR_RETURN(L->bq, r.Vector(p + "attn_q.bias", q_dim));
+    GOOSE_ASSIGN_OR_RETURN(L->bk, r.Vector(p + "attn_k.bias", kv_dim));
+    GOOSE_ASSIGN_OR_RETURN(L->bv, r.Vector(p + "attn_v.bias", kv_dim));
+  }
+  return Status::Ok();
+}
+
+Status LoadLayer(const GgufFile& gguf, const LlamaConfig& c, int l, TensorReader& r,
+                 LayerWeights* L) {
+  const int64_t q_dim = static_cast<int64_t>(c.n_head) * c.head_dim;
+  const std::string p = "blk." + std::to_string(l) + ".";
+  GOOSE_ASSIGN_OR_RETURN(L->attn_norm, r.Vector(p + "attn_norm.weight", c.n_embd));
+  GOOSE_RETURN_IF_ERROR(LoadQkv(gguf, c, p, r, L));
+  if (c.qk_norm) {
+    GOOSE_ASSIGN_OR_RETURN(L->q_norm, r.Vector(p + "attn_q_norm.weight", c.head_dim));
+    GOOSE_ASSIGN_OR_RETURN(L->k_norm, r.Vector(p + "attn_k_norm.weight", c.head_dim));
+  }
+  GOOSE_ASSIGN_OR_RETURN(L->wo, r.Matrix(p + "attn_output.weight", c.n_embd, q_dim));
+  if (c.post_norms) {
+    GOOSE_ASSIGN_OR_RETURN(L->attn_post_norm,
+                           r.Vector(p + "post_attention_norm.weight", c.n_embd));
+    GOOSE_ASSIGN_OR_RETURN(L->ffn_post_norm, r.Vector(p + "post_ffw_norm.weight", c.n_embd));
+  }
+  GOOSE_ASSIGN_OR_RETURN(L->ffn_norm, r.Vector(p + "ffn_norm.weight", c.n_embd));
+  if (c.arch == "phi3") {  // ffn_up holds gate (first half) and up, as ggml_swiglu splits it
+    GOOSE_ASSIGN_OR_RETURN(WeightMatrix gate_up,
+                           r.Matrix(p + "ffn_up.weight", 2 * int64_t{c.n_ff}, c.n_embd));
+    L->w_gate = RowRange(gate_up, 0, c.n_ff);
+    L->w_up = RowRange(gate_up, c.n_ff, c.n_ff);
+  } else {
+    GOOSE_ASSIGN_OR_RETURN(L->w_gate, r.Matrix(p + "ffn_gate.weight", c.n_ff, c.n_embd));
+    GOOSE_ASSIGN_OR_RETURN(L->w_up, r.Matrix(p + "ffn_up.weight", c.n_ff, c.n_embd));
+  }
+  GOOSE_ASSIGN_OR_RETURN(L->w_down, r.Matrix(p + "ffn_down.weight", c.n_embd, c.n_ff));
+  return Status::Ok();
+}
+
+}  // namespace
+
+const float* Model::rope_factors(int n_ctx) const {
+  if (rope_freqs_ != nullptr) return rope_freqs_;
+  return n_ctx > config_.n_ctx_orig ? rope_long_ : rope_short_;
+}
+
 StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& path) {
   GOOSE_ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> gguf, GgufFile::Open(path));
   return FromGguf(std::move(gguf));
@@ -182,7 +264,8 @@ StatusOr<std::unique_ptr<Model>> Model::FromGguf(std::unique_ptr<GgufFile> gguf)
   const std::string& path = m->gguf_->path();
   GOOSE_ASSIGN_OR_RETURN(m->config_, LlamaConfig::FromGguf(*m->gguf_));
   const LlamaConfig& c = m->config_;
-  TensorReader r(*m->gguf_, &m->owned_f32_);
+  const GgufFile& gguf = *m->gguf_;
+  TensorReader r(gguf, &m->owned_f32_);
 
   const int64_t q_dim = static_cast<int64_t>(c.n_head) * c.head_dim;
   const int64_t kv_dim = static_cast<int64_t>(c.n_head_kv) * c.head_dim;
@@ -193,9 +276,15 @@ StatusOr<std::unique_ptr<Model>> Model::FromGguf(std::unique_ptr<GgufFile> gguf)
     GOOSE_ASSIGN_OR_RETURN(m->output_, r.Matrix("output.weight", c.n_vocab, c.n_embd));
   }
   GOOSE_ASSIGN_OR_RETURN(m->output_norm_, r.Vector("output_norm.weight", c.n_embd));
-  if (m->gguf_->FindTensor("rope_freqs.weight") != nullptr) {
+  const bool llama_like = c.arch == "llama" || c.arch == "qwen2";
+  if (llama_like && gguf.FindTensor("rope_freqs.weight") != nullptr) {
     // Llama 3.1+ rope scaling: per-frequency divisors of the rotation angles.
     GOOSE_ASSIGN_OR_RETURN(m->rope_freqs_, r.Vector("rope_freqs.weight", c.n_rot / 2));
+  }
+  if (c.arch == "phi3" && (gguf.FindTensor("rope_factors_long.weight") != nullptr ||
+                           gguf.FindTensor("rope_factors_short.weight") != nullptr)) {
+    GOOSE_ASSIGN_OR_RETURN(m->rope_long_, r.Vector("rope_factors_long.weight", c.n_rot / 2));
+    GOOSE_ASSIGN_OR_RETURN(m->rope_short_, r.Vector("rope_factors_short.weight", c.n_rot / 2));
   }
 
   uint64_t bytes = static_cast<uint64_t>(m->token_embd_.row_bytes()) +
@@ -206,25 +295,13 @@ StatusOr<std::unique_ptr<Model>> Model::FromGguf(std::unique_ptr<GgufFile> gguf)
   m->layers_.reserve(std::min<size_t>(c.n_layer, m->gguf_->tensors().size()));
   for (int l = 0; l < c.n_layer; ++l) {
     LayerWeights& L = m->layers_.emplace_back();
-    const std::string p = "blk." + std::to_string(l) + ".";
-    GOOSE_ASSIGN_OR_RETURN(L.attn_norm, r.Vector(p + "attn_norm.weight", c.n_embd));
-    GOOSE_ASSIGN_OR_RETURN(L.wq, r.Matrix(p + "attn_q.weight", q_dim, c.n_embd));
-    GOOSE_ASSIGN_OR_RETURN(L.wk, r.Matrix(p + "attn_k.weight", kv_dim, c.n_embd));
-    GOOSE_ASSIGN_OR_RETURN(L.wv, r.Matrix(p + "attn_v.weight", kv_dim, c.n_embd));
-    GOOSE_ASSIGN_OR_RETURN(L.wo, r.Matrix(p + "attn_output.weight", c.n_embd, q_dim));
-    if (c.has_qkv_bias) {
-      GOOSE_ASSIGN_OR_RETURN(L.bq, r.Vector(p + "attn_q.bias", q_dim));
-      GOOSE_ASSIGN_OR_RETURN(L.bk, r.Vector(p + "attn_k.bias", kv_dim));
-      GOOSE_ASSIGN_OR_RETURN(L.bv, r.Vector(p + "attn_v.bias", kv_dim));
-    }
-    GOOSE_ASSIGN_OR_RETURN(L.ffn_norm, r.Vector(p + "ffn_norm.weight", c.n_embd));
-    GOOSE_ASSIGN_OR_RETURN(L.w_gate, r.Matrix(p + "ffn_gate.weight", c.n_ff, c.n_embd));
-    GOOSE_ASSIGN_OR_RETURN(L.w_up, r.Matrix(p + "ffn_up.weight", c.n_ff, c.n_embd));
-    GOOSE_ASSIGN_OR_RETURN(L.w_down, r.Matrix(p + "ffn_down.weight", c.n_embd, c.n_ff));
+    GOOSE_RETURN_IF_ERROR(LoadLayer(gguf, c, l, r, &L));
     for (const WeightMatrix* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) {
       bytes += static_cast<uint64_t>(w->row_bytes() * w->rows);
     }
-    bytes += 2ull * c.n_embd * 4 + (c.has_qkv_bias ? (q_dim + 2 * kv_dim) * 4ull : 0);
+    bytes += (c.post_norms ? 4ull : 2ull) * c.n_embd * 4 +
+             (c.has_qkv_bias ? (q_dim + 2 * kv_dim) * 4ull : 0) +
+             (c.qk_norm ? 2ull * c.head_dim * 4 : 0);
   }
   m->weight_bytes_ = bytes;
   GOOSE_RETURN_IF_ERROR(r.CheckAllConsumed());

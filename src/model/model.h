@@ -2,19 +2,23 @@
 // (KV cache, activations) that scores token *trees* in one forward pass.
 //
 // Contract
-// - Model::Load maps the GGUF, validates architecture (`llama`, `qwen2`), hyper-parameters and
-//   every tensor's name, shape and dtype, and builds the tokenizer. Any problem is a Status naming
-//   the file and key/tensor. A tensor the forward pass would not use (rope_freqs.weight, an
-//   attn_output or FFN bias, ...) is an error too: ignoring it would silently change the logits.
-//   Q/K/V biases load for qwen2 and, when the file has them, for llama. A Model is immutable
-//   after Load and may be shared by many Contexts.
+// - Model::Load maps the GGUF, validates architecture (`llama`, `qwen2`, `qwen3`, `gemma2`,
+//   `gemma3`, `phi3`: llama_config.h), hyper-parameters and every tensor's name, shape and
+//   dtype, and builds the tokenizer. Any problem is a Status naming the file and key/tensor. A
+//   tensor the forward pass would not use (an attn_output or FFN bias, a gemma2 output.weight,
+//   ...) is an error too: ignoring it would silently change the logits. Q/K/V biases load for
+//   qwen2 and, when the file has them, for the others. Fused tensors (attn_qkv, phi3's ffn_up
+//   holding gate and up) become row ranges of one matrix. A Model is immutable after Load and
+//   may be shared by many Contexts.
 // - Context::Forward(tokens, parents) evaluates N new tokens at once. parents[i] is -1 (a root:
 //   a child of the committed prefix) or an index j < i in the same batch. Token i sits at
 //   position n_past() + depth(i) and attends to the committed KV entries [0, n_past()) plus
 //   exactly its in-batch ancestors and itself. A chain is parents[i] = i - 1.
 // - Bit-identical by construction: the logits of node i equal, bit for bit, the logits of the
 //   same token evaluated one at a time after the same prefix, whatever the tree shape, batch
-//   size or thread count (fixed summation orders; masked keys skipped, never padded).
+//   size or thread count (fixed summation orders; masked keys skipped, never padded). On a
+//   sliding-window layer a node at position p sees the keys at positions > p - n_swa among the
+//   committed prefix and its own ancestors, which are exactly the keys a sequential pass sees.
 // - After Forward the batch's KV entries are *pending* in slots [n_past, n_past + N).
 //   KeepPath(path) commits the root-to-node path `path` (batch indices, path[0] a root, each the
 //   parent of the next) by compacting those slots in place and drops the rest; Truncate(n)
@@ -47,6 +51,10 @@ struct LayerWeights {
   WeightMatrix w_gate, w_up, w_down;  // [n_ff, n_embd], [n_ff, n_embd], [n_embd, n_ff]
   const float* attn_norm = nullptr;   // [n_embd]
   const float* ffn_norm = nullptr;    // [n_embd]
+  const float* q_norm = nullptr;      // [head_dim] per-head Q / K norms (config.qk_norm)
+  const float* k_norm = nullptr;      // [head_dim]
+  const float* attn_post_norm = nullptr;  // [n_embd] (config.post_norms)
+  const float* ffn_post_norm = nullptr;   // [n_embd]
 };
 
 class Model {
@@ -64,8 +72,11 @@ class Model {
   const WeightMatrix& token_embd() const { return token_embd_; }  // [n_vocab, n_embd]
   const WeightMatrix& output() const { return output_; }          // [n_vocab, n_embd]
   const float* output_norm() const { return output_norm_; }       // [n_embd]
-  // Llama 3.1+ rope frequency factors [n_rot / 2] (rope_freqs.weight), or null.
-  const float* rope_freqs() const { return rope_freqs_; }
+  // RoPE frequency factors [n_rot / 2] (angles are divided by them) for a context of n_ctx
+  // tokens, or null: Llama 3.1+'s rope_freqs.weight; phi3's rope_factors_long.weight when
+  // n_ctx exceeds rope.scaling.original_context_length, else rope_factors_short.weight.
+  const float* rope_factors(int n_ctx) const;
+  const float* rope_freqs() const { return rope_freqs_; }  // Llama 3.1+'s, or null
   const std::vector<LayerWeights>& layers() const { return layers_; }
 
  private:
@@ -81,6 +92,8 @@ class Model {
   WeightMatrix token_embd_, output_;
   const float* output_norm_ = nullptr;
   const float* rope_freqs_ = nullptr;
+  const float* rope_long_ = nullptr;   // phi3 LongRoPE factors
+  const float* rope_short_ = nullptr;
   std::vector<LayerWeights> layers_;
   std::vector<std::vector<float>> owned_f32_;  // norms/biases converted to f32 if stored otherwise
   std::unique_ptr<LargeBuffer> tiles_;  // the tiled matrices (TileMatrices), or null

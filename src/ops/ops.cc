@@ -129,6 +129,8 @@ struct Kernels {
   void (*axpy_gather)(const float*, const float* const*, int, int, float*);
   void (*softmax)(float*, int);
   void (*swiglu)(const float*, const float*, int, float*);
+  void (*geglu)(const float*, const float*, int, float*);
+  void (*softcap)(float*, int, float);
   void (*f16)(const uint16_t*, int64_t, float*);
   void (*bf16)(const uint16_t*, int64_t, float*);
   void (*q8_0)(const uint8_t*, int64_t, const float*, float*);
@@ -138,7 +140,7 @@ struct Kernels {
 #define GOOSE_KERNELS(ns) \
   Kernels {                                                                        \
     ns::Dot, ns::DotRowsTokens, ns::Axpy, ns::DotBatch, ns::AxpyRows, ns::DotGather,    \
-        ns::AxpyGather, ns::Softmax, ns::SwiGlu, ns::ConvertF16,                       \
+        ns::AxpyGather, ns::Softmax, ns::SwiGlu, ns::GeluGlu, ns::SoftCap, ns::ConvertF16, \
         ns::ConvertBF16, ns::DequantQ8_0, ns::FirstAbove }
 const Kernels kKernels[] = {GOOSE_KERNELS(kern_base), GOOSE_KERNELS(kern_avx2),
                             GOOSE_KERNELS(kern_avx512)};
@@ -376,6 +378,12 @@ void Rope(float* v, int head_dim, int n_rot, int pos, float base, float freq_sca
 void SwiGlu(const float* gate, const float* up, int n, float* out) {
   Active().swiglu(gate, up, n, out);
 }
+
+void GeluGlu(const float* gate, const float* up, int n, float* out) {
+  Active().geglu(gate, up, n, out);
+}
+
+void SoftCap(float* x, int n, float cap) { Active().softcap(x, n, cap); }
 
 void Softmax(float* x, int n) { Active().softmax(x, n); }
 

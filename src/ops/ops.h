@@ -73,6 +73,11 @@ void RopeApply(float* v, int n_rot, const float* cos_t, const float* sin_t, bool
 
 // out[i] = silu(gate[i]) * up[i].
 void SwiGlu(const float* gate, const float* up, int n, float* out);
+// out[i] = gelu(gate[i]) * up[i], GELU in its tanh form (Gemma's FFN).
+void GeluGlu(const float* gate, const float* up, int n, float* out);
+// x[i] = cap * tanh(x[i] / cap) in place (Gemma 2's attention scores and final logits).
+// Element-wise with goose's vector tanh: the same bits on every CPU level and for any split.
+void SoftCap(float* x, int n, float cap);
 
 // In-place softmax over n values (max-subtracted, fixed order).
 void Softmax(float* x, int n);

@@ -1,5 +1,7 @@
 // The tree == sequential property on small synthesized llama (GQA) and qwen2 (biases, NeoX
-// RoPE) models in every weight dtype, plus basic sanity of their logits.
+// RoPE) models in every weight dtype, and on qwen3, gemma2, gemma3 and phi3 models (with an
+// 8-token sliding window and a strong attention soft-cap, so that trees cross the window's
+// edge and the cap bends every score) in several, plus basic sanity of their logits.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -46,12 +48,25 @@ const Model& SynthModel(const SynthCase& c) {
     p.context_length = 512;
     p.seed = 7;
     const bool k_quant = GetDTypeInfo(c.dtype).block_size == 256;
+    const bool new_arch = c.arch != "llama" && c.arch != "qwen2";
+    if (new_arch) {  // windows of 8 on every other layer, a cap of 5 (gemma2)
+      p.sliding_window = 8;
+      p.swa_pattern = 2;
+      p.attn_softcap = 5.0f;
+      p.final_softcap = 10.0f;
+      p.rope_freq_base_swa = 30000.0f;
+      p.rope_orig_context = 64;  // phi3: LongRoPE, the long factors (contexts of 320)
+    }
     if (k_quant) {  // K-quants need rows that are multiples of 256; head_dim stays 16
       p.n_embd = 256, p.n_head = 16, p.n_head_kv = 2, p.n_ff = 256;
       if (c.arch == "qwen2") {
         p.rope_freq_base = 1000000.0f;
         p.tied_output = true;
       }
+    } else if (new_arch) {  // GQA 4:2, head_dim 32 (Q wider than n_embd, as Qwen3 and Gemma)
+      p.n_embd = 64, p.n_head = 4, p.n_head_kv = 2, p.head_dim = c.arch == "phi3" ? 0 : 32;
+      p.n_ff = 128;
+      p.tied_output = c.arch != "phi3";
     } else if (c.arch == "llama") {  // GQA 4:2, head_dim 16
       p.n_embd = 64, p.n_head = 4, p.n_head_kv = 2, p.n_ff = 192;
     } else {  // qwen2: GQA 6:2, head_dim 16, rope base as Qwen
@@ -78,14 +93,18 @@ class SynthModelTest : public ::testing::TestWithParam<SynthCase> {};
 
 TEST_P(SynthModelTest, ConfigMatchesArchitecture) {
   const LlamaConfig& c = SynthModel(GetParam()).config();
-  const bool qwen = GetParam().arch == "qwen2";
-  EXPECT_EQ(c.arch, GetParam().arch);
+  const std::string& arch = GetParam().arch;
+  const bool k_quant = GetDTypeInfo(GetParam().dtype).block_size == 256;
+  const bool new_arch = arch != "llama" && arch != "qwen2";
+  EXPECT_EQ(c.arch, arch);
   EXPECT_EQ(c.n_vocab, 640);
-  EXPECT_EQ(c.head_dim, 16);
+  EXPECT_EQ(c.head_dim, new_arch && !k_quant && arch != "phi3" ? 32 : 16);
   EXPECT_EQ(c.n_head_kv, 2);
-  EXPECT_EQ(c.rope_style, qwen ? RopeStyle::kNeox : RopeStyle::kNormal);
-  EXPECT_EQ(c.has_qkv_bias, qwen);
-  EXPECT_EQ(c.tied_output, qwen);
+  EXPECT_EQ(c.rope_style, arch == "llama" ? RopeStyle::kNormal : RopeStyle::kNeox);
+  EXPECT_EQ(c.has_qkv_bias, arch == "qwen2");
+  EXPECT_EQ(c.tied_output,
+            arch == "qwen2" || arch == "gemma2" || (new_arch && !k_quant && arch != "phi3"));
+  EXPECT_EQ(c.n_swa, arch == "gemma2" || arch == "gemma3" ? 8 : 0);
   EXPECT_EQ(SynthModel(GetParam()).token_embd().dtype, GetParam().dtype);
 }
 
@@ -143,7 +162,7 @@ TEST(SynthModelLayoutTest, TilesGiveTheLogitsOfRows) {
     GTEST_SKIP() << "no AVX-512 VNNI: weights are never tiled here";
   }
   for (const DType dtype : {DType::kQ8_0, DType::kQ4_K})
-  for (const char* arch : {"llama", "qwen2"}) {
+  for (const char* arch : {"llama", "qwen2", "phi3", "gemma3"}) {
     SynthParams p;
     p.arch = arch;
     p.dtype = dtype;
@@ -157,6 +176,7 @@ TEST(SynthModelLayoutTest, TilesGiveTheLogitsOfRows) {
       p.n_embd = 256, p.n_head = 8, p.n_head_kv = 2, p.n_ff = 288, p.n_vocab = 648;
     }
     p.tied_output = std::string(arch) == "qwen2";
+    p.sliding_window = 4;  // (phi3: a key llama.cpp ignores; gemma3: windows of 4)
     const std::string path = ::testing::TempDir() + "/goose_synth_tiles_" + arch + "_" +
                              std::string(GetDTypeInfo(dtype).name) + "_" +
                              std::to_string(::getpid()) + ".gguf";
@@ -217,7 +237,13 @@ INSTANTIATE_TEST_SUITE_P(
                       SynthCase{"llama", DType::kQ4_K}, SynthCase{"qwen2", DType::kQ4_K},
                       SynthCase{"llama", DType::kQ5_K}, SynthCase{"qwen2", DType::kQ6_K},
                       SynthCase{"llama", DType::kQ5_0}, SynthCase{"llama", DType::kQ6_K},
-                      SynthCase{"qwen2", DType::kQ5_K}, SynthCase{"qwen2", DType::kQ5_0}),
+                      SynthCase{"qwen2", DType::kQ5_K}, SynthCase{"qwen2", DType::kQ5_0},
+                      SynthCase{"qwen3", DType::kF16}, SynthCase{"qwen3", DType::kQ8_0},
+                      SynthCase{"gemma2", DType::kF32}, SynthCase{"gemma2", DType::kQ8_0},
+                      SynthCase{"gemma2", DType::kQ4_K}, SynthCase{"gemma3", DType::kBF16},
+                      SynthCase{"gemma3", DType::kQ8_0}, SynthCase{"gemma3", DType::kQ4_0},
+                      SynthCase{"phi3", DType::kF32}, SynthCase{"phi3", DType::kQ8_0},
+                      SynthCase{"phi3", DType::kQ4_K}),
     [](const ::testing::TestParamInfo<SynthCase>& info) { return CaseName(info.param); });
 
 }  // namespace

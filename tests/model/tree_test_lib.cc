@@ -62,7 +62,13 @@ std::vector<int32_t> RootPath(const std::vector<int32_t>& parents, int node) {
   return path;
 }
 
+// A random length in [lo, hi].
+int Between(SplitMix64& rng, int lo, int hi) {
+  return lo + static_cast<int>(rng.Below(static_cast<uint64_t>(hi - lo + 1)));
+}
+
 }  // namespace
+
 
 void ExpectBitwiseEqual(const float* a, const float* b, int n, const std::string& what) {
   if (std::memcmp(a, b, static_cast<size_t>(n) * sizeof(float)) == 0) return;
@@ -72,12 +78,13 @@ void ExpectBitwiseEqual(const float* a, const float* b, int n, const std::string
                 << b[i];
 }
 
-void CheckTreesEqualSequential(const Model& model, int n_threads, uint64_t seed, int n_trees) {
+void CheckTreesEqualSequential(const Model& model, int n_threads, uint64_t seed, int n_trees,
+                               int min_prefix, int max_prefix) {
   const int n_vocab = model.config().n_vocab;
   ThreadPool pool(n_threads);
   SplitMix64 rng(seed);
   for (int trial = 0; trial < n_trees; ++trial) {
-    const auto prefix = RandomTokens(rng, 1 + static_cast<int>(rng.Below(40)), n_vocab);
+    const auto prefix = RandomTokens(rng, Between(rng, min_prefix, max_prefix), n_vocab);
     const int n = trial == 0 ? 128 : 1 + static_cast<int>(rng.Below(128));
     const auto tokens = RandomTokens(rng, n, n_vocab);
     const auto parents = RandomParents(rng, n);
@@ -124,12 +131,13 @@ void CheckTreesEqualSequential(const Model& model, int n_threads, uint64_t seed,
   }
 }
 
-void CheckKeepPathContinuation(const Model& model, int n_threads, uint64_t seed, int n_trials) {
+void CheckKeepPathContinuation(const Model& model, int n_threads, uint64_t seed, int n_trials,
+                               int min_prefix, int max_prefix) {
   const int n_vocab = model.config().n_vocab;
   ThreadPool pool(n_threads);
   SplitMix64 rng(seed);
   for (int trial = 0; trial < n_trials; ++trial) {
-    const auto prefix = RandomTokens(rng, 1 + static_cast<int>(rng.Below(30)), n_vocab);
+    const auto prefix = RandomTokens(rng, Between(rng, min_prefix, max_prefix), n_vocab);
     const int n = 2 + static_cast<int>(rng.Below(100));
     const auto tokens = RandomTokens(rng, n, n_vocab);
     const auto parents = RandomParents(rng, n);

@@ -12,15 +12,18 @@ namespace goose {
 // memcmp of two logits rows; on mismatch reports the first differing index.
 void ExpectBitwiseEqual(const float* a, const float* b, int n, const std::string& what);
 
-// Random trees (up to 128 nodes, several roots) after random committed prefixes; each node's
-// logits must equal, bit for bit, its root path evaluated one token at a time (depth-first with
-// Truncate, and for some nodes in a brand-new Context). The tree runs on `n_threads`, the
-// sequential reference on 1 thread.
-void CheckTreesEqualSequential(const Model& model, int n_threads, uint64_t seed, int n_trees);
+// Random trees (up to 128 nodes, several roots) after random committed prefixes of
+// min_prefix..max_prefix tokens; each node's logits must equal, bit for bit, its root path
+// evaluated one token at a time (depth-first with Truncate, and for some nodes in a brand-new
+// Context). The tree runs on `n_threads`, the sequential reference on 1 thread. (Prefixes and
+// paths longer than a model's sliding window exercise the window's edge in both parts.)
+void CheckTreesEqualSequential(const Model& model, int n_threads, uint64_t seed, int n_trees,
+                               int min_prefix = 1, int max_prefix = 40);
 
 // After a tree pass, KeepPath(root path of a random node) and greedy decoding continue with
 // the same logits bits as a context that only ever saw that path.
-void CheckKeepPathContinuation(const Model& model, int n_threads, uint64_t seed, int n_trials);
+void CheckKeepPathContinuation(const Model& model, int n_threads, uint64_t seed, int n_trials,
+                               int min_prefix = 1, int max_prefix = 30);
 
 // Truncate(n) then decoding == a context that only saw the first n tokens.
 void CheckTruncateContinuation(const Model& model, int n_threads, uint64_t seed);

@@ -377,6 +377,63 @@ TEST(OpsTest, ExpBasedOpsAreAccurateAndEqualOnEveryLevel) {
   }
 }
 
+// GeluGlu and SoftCap use goose's vector tanh: close to double-precision tanh over the whole
+// range (the polynomial near 0, e^x beyond, saturation far out), in place, and bitwise the
+// same on every CPU level, tails included.
+TEST(OpsTest, TanhBasedOpsAreAccurateAndEqualOnEveryLevel) {
+  LevelGuard guard;
+  const int n = 1001;
+  std::vector<float> g(n), u(n);
+  SplitMix64 rng(21);
+  for (int i = 0; i < n; ++i) {
+    g[i] = -12.0f + 24.0f * i / (n - 1);
+    u[i] = static_cast<float>(rng.Normal());
+  }
+  g[500] = 0.0f;
+  g[501] = 1e-3f;
+  g[502] = -0.6249f;
+  g[503] = 0.6251f;
+  std::vector<float> glu_ref, cap_ref;
+  for (int level = 0; level <= static_cast<int>(DetectCpuLevel()); ++level) {
+    SetCpuLevelCap(static_cast<CpuLevel>(level));
+    std::vector<float> glu(n), cap(g.begin(), g.end());
+    for (float& x : cap) x *= 40.0f;  // scores from -480 to 480 under a cap of 50
+    GeluGlu(g.data(), u.data(), n, glu.data());
+    SoftCap(cap.data(), n, 50.0f);
+    if (level == 0) {
+      glu_ref = glu;
+      cap_ref = cap;
+      for (int i = 0; i < n; ++i) {
+        const double x = g[i];
+        const double gelu = 0.5 * x * (1.0 + std::tanh(0.7978845608028654 * x *
+                                                         (1.0 + 0.044715 * x * x)));
+        EXPECT_NEAR(glu[i], gelu * u[i], 1e-6 * std::fabs(gelu * u[i]) + 1e-7) << x;
+        const double want = 50.0 * std::tanh(40.0 * x / 50.0);
+        EXPECT_NEAR(cap[i], want, 1e-6 * std::fabs(want) + 1e-9) << x;
+      }
+      EXPECT_EQ(cap[500], 0.0f);
+      EXPECT_EQ(cap[0], -50.0f);
+      EXPECT_EQ(cap[n - 1], 50.0f);
+      continue;
+    }
+    EXPECT_EQ(std::memcmp(glu.data(), glu_ref.data(), n * 4), 0) << "level " << level;
+    EXPECT_EQ(std::memcmp(cap.data(), cap_ref.data(), n * 4), 0) << "level " << level;
+  }
+}
+
+// Element-wise: a split of the array anywhere gives the same bits (a tree's rows are capped
+// one at a time, a prefill's all at once).
+TEST(OpsTest, SoftCapIsTheSameWhateverTheSplit) {
+  SplitMix64 rng(22);
+  auto x = RandomVec(rng, 77, 40.0f);
+  std::vector<float> whole = x, parts = x;
+  SoftCap(whole.data(), 77, 30.0f);
+  SoftCap(parts.data(), 5, 30.0f);
+  SoftCap(parts.data() + 5, 40, 30.0f);
+  SoftCap(parts.data() + 45, 32, 30.0f);
+  EXPECT_EQ(std::memcmp(whole.data(), parts.data(), 77 * 4), 0);
+}
+
 TEST(OpsTest, AxpyAccumulates) {
   std::vector<float> x = {1, 2, 3}, y = {10, 20, 30};
   Axpy(0.5f, x.data(), y.data(), 3);

@@ -237,6 +237,83 @@ TEST(SynthTest, TinyQwen2TiedF16WithBiases) {
   std::remove(path.c_str());
 }
 
+// qwen3, gemma2, gemma3 and phi3 at a tiny size: llama.cpp's tensor names and shapes for each,
+// the keys that select their features, and a file that loads with those features on.
+TEST(SynthTest, NewArchitecturesWriteLlamaCppTensorsAndLoad) {
+  const DType q = DType::kQ8_0, f = DType::kF32;
+  for (const std::string arch : {"qwen3", "gemma2", "gemma3", "phi3"}) {
+    SCOPED_TRACE(arch);
+    SynthParams p = TinyLlama();  // n_embd 64, 4 heads (2 KV), n_ff 96, vocab 600
+    p.arch = arch;
+    p.head_dim = 32;  // Q is 128 wide, twice n_embd (as Qwen3 and Gemma have it)
+    p.sliding_window = 16;
+    p.swa_pattern = arch == "gemma3" ? 2 : 0;
+    p.rope_freq_base_swa = arch == "gemma3" ? 20000.0f : 0.0f;
+    p.attn_softcap = 20.0f;
+    const std::string path = TmpPath("synth_" + arch + "_" + std::to_string(::getpid()) + ".gguf");
+    auto g = Synthesize(p, path);
+    ASSERT_NE(g, nullptr);
+    EXPECT_EQ(g->GetInt(arch + ".attention.key_length"), 32);
+    EXPECT_EQ(g->GetInt(arch + ".attention.value_length"), 32);
+    const bool gemma = arch == "gemma2" || arch == "gemma3";
+    const std::string b = "blk.1.";
+    if (arch == "phi3") {
+      ExpectTensor(*g, b + "attn_qkv.weight", {64, 128 + 2 * 64}, q);
+      ExpectTensor(*g, b + "ffn_up.weight", {64, 2 * 96}, q);
+      EXPECT_EQ(g->FindTensor(b + "attn_q.weight"), nullptr);
+      EXPECT_EQ(g->FindTensor(b + "ffn_gate.weight"), nullptr);
+      EXPECT_EQ(g->GetInt("phi3.attention.sliding_window"), 16);
+    } else {
+      ExpectTensor(*g, b + "attn_q.weight", {64, 128}, q);
+      ExpectTensor(*g, b + "attn_k.weight", {64, 64}, q);
+      ExpectTensor(*g, b + "ffn_gate.weight", {64, 96}, q);
+    }
+    ExpectTensor(*g, b + "attn_output.weight", {128, 64}, q);
+    if (arch == "qwen3" || arch == "gemma3") {
+      ExpectTensor(*g, b + "attn_q_norm.weight", {32}, f);
+      ExpectTensor(*g, b + "attn_k_norm.weight", {32}, f);
+    } else {
+      EXPECT_EQ(g->FindTensor(b + "attn_q_norm.weight"), nullptr);
+    }
+    if (gemma) {
+      ExpectTensor(*g, b + "post_attention_norm.weight", {64}, f);
+      ExpectTensor(*g, b + "post_ffw_norm.weight", {64}, f);
+      EXPECT_EQ(g->GetInt(arch + ".attention.sliding_window"), 16);
+    }
+    EXPECT_EQ(g->FindTensor(b + "attn_q.bias"), nullptr);
+    // gemma2 never has an output.weight (llama.cpp ties it), whatever tied_output says.
+    EXPECT_EQ(g->FindTensor("output.weight") == nullptr, arch == "gemma2");
+    if (arch == "gemma2") {
+      EXPECT_EQ(g->GetFloat("gemma2.attn_logit_softcapping"), 20.0);
+      EXPECT_EQ(g->GetFloat("gemma2.final_logit_softcapping"), 30.0);
+    }
+    if (arch == "gemma3") {
+      EXPECT_EQ(g->GetInt("gemma3.attention.sliding_window_pattern"), 2);
+      EXPECT_EQ(g->GetFloat("gemma3.rope.freq_base_swa"), 20000.0);
+    }
+
+    auto m = Model::Load(path);
+    std::remove(path.c_str());
+    ASSERT_TRUE(m.ok()) << m.status().message();
+    const LlamaConfig& c = (*m)->config();
+    EXPECT_EQ(c.head_dim, 32);
+    EXPECT_EQ(c.qk_norm, arch == "qwen3" || arch == "gemma3");
+    EXPECT_EQ(c.post_norms, gemma);
+    EXPECT_EQ(c.n_swa, gemma ? 16 : 0);
+    if (arch == "gemma2") {
+      EXPECT_EQ(c.swa_layers, (std::vector<uint8_t>{1, 0}));
+    }
+    if (arch == "gemma3") {
+      EXPECT_EQ(c.rope_freq_base_swa, 20000.0f);
+    }
+    EXPECT_EQ(c.attn_softcap, arch == "gemma2" ? 20.0f : 0.0f);
+    Context ctx(**m, 64, nullptr);
+    const std::vector<int32_t> prompt = {1, 403, 407, 261, 378};
+    ASSERT_TRUE(ctx.ForwardChain(prompt).ok());
+    for (int v = 0; v < c.n_vocab; ++v) ASSERT_TRUE(std::isfinite(ctx.logits(4)[v])) << v;
+  }
+}
+
 std::string ReadAll(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), {});
@@ -332,9 +409,71 @@ TEST(SynthTest, Presets) {
   EXPECT_EQ(p.n_vocab, 128256);
   EXPECT_EQ(p.rope_freq_base, 500000.0f);
   EXPECT_TRUE(p.tied_output);  // as Llama-3.2-1B
+  ASSERT_TRUE(ApplyPreset("qwen3-0.6b", &p).ok());
+  EXPECT_EQ(p.arch, "qwen3");
+  EXPECT_EQ(p.n_embd, 1024);
+  EXPECT_EQ(p.head_dim, 128);
+  EXPECT_EQ(p.n_head, 16);
+  EXPECT_EQ(p.n_head_kv, 8);
+  EXPECT_EQ(p.n_layer, 28);
+  EXPECT_EQ(p.n_ff, 3072);
+  EXPECT_TRUE(p.tied_output);
+  ASSERT_TRUE(ApplyPreset("gemma2-2b", &p).ok());
+  EXPECT_EQ(p.arch, "gemma2");
+  EXPECT_EQ(p.n_embd, 2304);
+  EXPECT_EQ(p.head_dim, 256);
+  EXPECT_EQ(p.n_vocab, 256000);
+  EXPECT_EQ(p.sliding_window, 4096);
+  ASSERT_TRUE(ApplyPreset("gemma3-1b", &p).ok());
+  EXPECT_EQ(p.arch, "gemma3");
+  EXPECT_EQ(p.n_embd, 1152);
+  EXPECT_EQ(p.n_head, 4);
+  EXPECT_EQ(p.n_head_kv, 1);
+  EXPECT_EQ(p.head_dim, 256);
+  EXPECT_EQ(p.n_layer, 26);
+  EXPECT_EQ(p.sliding_window, 512);
+  EXPECT_EQ(p.swa_pattern, 6);
+  EXPECT_EQ(p.rope_freq_base_swa, 10000.0f);
+  EXPECT_EQ(p.n_vocab, 262144);
+  ASSERT_TRUE(ApplyPreset("mistral-7b", &p).ok());
+  EXPECT_EQ(p.arch, "llama");
+  EXPECT_EQ(p.n_ff, 14336);
+  EXPECT_EQ(p.n_head_kv, 8);
+  EXPECT_EQ(p.head_dim, 0);  // presets reset what an earlier one set
+  EXPECT_EQ(p.sliding_window, 0);
+  // phi3-mini brings its own tokenizer from the shared vocabularies unless one is given.
+  SynthParams phi;
+  ASSERT_TRUE(ApplyPreset("phi3-mini", &phi).ok());
+  EXPECT_EQ(phi.arch, "phi3");
+  EXPECT_EQ(phi.n_embd, 3072);
+  EXPECT_EQ(phi.n_vocab, 32064);
+  EXPECT_FALSE(phi.tied_output);
+  EXPECT_EQ(phi.vocab_from, SharedDir() + "/vocab/ggml-vocab-phi-3.gguf");
+  phi.vocab_from = TinyModel();
+  ASSERT_TRUE(ApplyPreset("phi3-mini", &phi).ok());
+  EXPECT_EQ(phi.vocab_from, TinyModel());
   Status s = ApplyPreset("gpt-5", &p);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("gpt-5"), std::string::npos);
+  EXPECT_NE(s.message().find("gemma3-1b"), std::string::npos);
+}
+
+// phi3-mini's file at a tiny width carries the real Phi-3 tokenizer (32064 tokens) and loads.
+TEST(SynthTest, Phi3MiniPresetUsesThePhi3Tokenizer) {
+  SynthParams p;
+  ASSERT_TRUE(ApplyPreset("phi3-mini", &p).ok());
+  p.n_embd = 64, p.n_layer = 1, p.n_head = 4, p.n_head_kv = 4, p.n_ff = 64;
+  p.dtype = DType::kQ8_0;
+  const std::string path = TmpPath("synth_phi3mini_" + std::to_string(::getpid()) + ".gguf");
+  auto g = Synthesize(p, path);
+  ASSERT_NE(g, nullptr);
+  auto m = Model::Load(path);
+  std::remove(path.c_str());
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  EXPECT_EQ((*m)->config().n_vocab, 32064);
+  EXPECT_EQ((*m)->tokenizer().n_vocab(), 32064);
+  EXPECT_EQ((*m)->tokenizer().Encode("Hello world", false),
+            (std::vector<int32_t>{15043, 3186}));  // phi-3 SPM ids, as llama.cpp's vectors
 }
 
 }  // namespace
