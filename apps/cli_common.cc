@@ -1,6 +1,9 @@
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -38,6 +41,7 @@ std::string FormatBytes(uint64_t bytes) {
 }  // namespace
 
 std::string DefaultModelPath() {
+  if (const char* env = std::getenv("GOOSE_MODEL"); env != nullptr && *env != '\0') return env;
   for (const std::filesystem::path& p : DefaultModelCandidates()) {
     std::error_code ec;
     if (std::filesystem::is_regular_file(p, ec)) {
@@ -53,8 +57,9 @@ std::string ResolveModelPath(const std::string& flag) {
   if (def.empty()) {
     std::fprintf(stderr,
                  "goose: no model given and the default ../shared/models/stories260K.gguf was not "
-                 "found beside the source tree or the executable; pass one with -m MODEL.gguf (or "
-                 "make one: goose synth --like qwen2.5-0.5b -o model.gguf)\n");
+                 "found beside the source tree or the executable; pass one with -m MODEL.gguf "
+                 "or set GOOSE_MODEL (or make one: goose synth --like qwen2.5-0.5b -o "
+                 "model.gguf)\n");
   }
   return def;
 }
@@ -95,6 +100,85 @@ Status CheckContextMemory(const LlamaConfig& config, int n_ctx, int n_batch, int
                       FormatBytes(kv).c_str());
   return CheckMemory(per_context * static_cast<uint64_t>(n_contexts), what,
                      "use a smaller " + flag);
+}
+
+Status CheckWritableFile(const std::string& path, const std::string& flag) {
+  std::error_code ec;
+  const std::filesystem::path p(path);
+  if (std::filesystem::exists(p, ec)) {
+    if (!std::filesystem::is_regular_file(p, ec)) {
+      return Status::Error(flag + " '" + path + "' is not a regular file");
+    }
+    if (::access(path.c_str(), W_OK) != 0) {
+      return Status::Error(flag + " '" + path + "' is not writable: " + std::strerror(errno));
+    }
+    return Status::Ok();
+  }
+  const std::filesystem::path dir = p.has_parent_path() ? p.parent_path() : ".";
+  if (!std::filesystem::is_directory(dir, ec)) {
+    return Status::Error(flag + " '" + path + "': folder '" + dir.string() + "' does not exist");
+  }
+  if (::access(dir.c_str(), W_OK) != 0) {
+    return Status::Error(flag + " '" + path + "': folder '" + dir.string() +
+                         "' is not writable: " + std::strerror(errno));
+  }
+  return Status::Ok();
+}
+
+Status CheckWritableDir(const std::string& dir, const std::string& flag) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return Status::Error("cannot create " + flag + " '" + dir + "': " + ec.message());
+  if (!std::filesystem::is_directory(dir, ec)) {
+    return Status::Error(flag + " '" + dir + "' is not a folder");
+  }
+  if (::access(dir.c_str(), W_OK) != 0) {
+    return Status::Error(flag + " '" + dir + "' is not writable: " + std::strerror(errno));
+  }
+  return Status::Ok();
+}
+
+CLI::Validator IntIn(int64_t lo, int64_t hi) {
+  return CLI::Validator(
+      [lo, hi](std::string& s) -> std::string {
+        char* end = nullptr;
+        errno = 0;
+        const long long v = std::strtoll(s.c_str(), &end, 10);
+        if (s.empty() || *end != '\0' || errno == ERANGE || v < lo || v > hi) {
+          return "'" + s + "' is not an integer in " + std::to_string(lo) + ".." +
+                 std::to_string(hi);
+        }
+        return "";
+      },
+      "INT in " + std::to_string(lo) + ".." + std::to_string(hi));
+}
+
+CLI::Validator NumberIn(double lo, double hi) {
+  return CLI::Validator(
+      [lo, hi](std::string& s) -> std::string {
+        char* end = nullptr;
+        const double v = std::strtod(s.c_str(), &end);
+        if (s.empty() || *end != '\0' || !(v >= lo && v <= hi)) {
+          return "'" + s + "' is not a number in " + StrFormat("%g..%g", lo, hi);
+        }
+        return "";
+      },
+      StrFormat("NUMBER in %g..%g", lo, hi));
+}
+
+StatusOr<CostCalibration> LoadCostCurve(const Model& model, const std::string& model_path,
+                                        ThreadPool* pool, bool recalibrate) {
+  auto cache = CostCachePath(model_path, pool->size());
+  std::error_code ec;
+  if (recalibrate || !cache.ok() || !std::filesystem::exists(*cache, ec)) {
+    std::fprintf(stderr,
+                 "goose: --budget auto: timing tree passes of 1..128 nodes on this machine "
+                 "(once per model and thread count, up to ~10 s)...\n");
+  }
+  GOOSE_ASSIGN_OR_RETURN(CostCalibration cal,
+                         LoadOrMeasureCost(model, model_path, pool, recalibrate));
+  if (!cal.note.empty()) std::fprintf(stderr, "goose: note: %s\n", cal.note.c_str());
+  return cal;
 }
 
 }  // namespace goose::cli

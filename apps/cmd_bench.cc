@@ -67,6 +67,12 @@ int RunBenchCommand(const BenchFlags& f) {
   }
   auto specs = ParseDataSpecs(Join(f.data));
   if (!specs.ok()) return Fail(specs.status().message());
+  // Checked before any work: a long run must not fail at its end.
+  if (std::find(budgets.begin(), budgets.end(), kAutoCostModelBudget) != budgets.end() &&
+      f.cost_model.empty() && f.cost_curve.empty()) {
+    return Fail("--budgets auto-cm needs --cost-model MODEL.gguf or --cost-curve FILE");
+  }
+  if (Status st = CheckWritableDir(f.out, "--out"); !st.ok()) return Fail(st.message());
   auto configs_or = MakeConfigs(methods, budgets);
   if (!configs_or.ok()) return Fail("--methods: " + configs_or.status().message());
   const std::vector<BenchConfig>& configs = *configs_or;
@@ -99,10 +105,8 @@ int RunBenchCommand(const BenchFlags& f) {
   opt.seed = f.seed;
   opt.ignore_eos = !f.stop_at_eos;
   opt.quiet = f.quiet;
-  if (!f.quiet) std::fprintf(stderr, "calibrating verify cost of %s...\n", path.c_str());
-  auto cal = LoadOrMeasureCost(model, path, &pool, f.recalibrate);
+  auto cal = LoadCostCurve(model, path, &pool, f.recalibrate);
   if (!cal.ok()) return Fail(cal.status().message());
-  if (!cal->note.empty()) std::fprintf(stderr, "goose: %s\n", cal->note.c_str());
   opt.model_cost = cal->curve;
   if (!f.cost_curve.empty()) {
     auto curve = ReadCostCurve(f.cost_curve);
@@ -192,7 +196,14 @@ int RunBenchCommand(const BenchFlags& f) {
 Runner AddBenchCommand(CLI::App& app) {
   auto f = std::make_shared<BenchFlags>();
   app.add_option("-m,--model", f->model, "GGUF model (default ../shared/models/stories260K.gguf)");
-  app.add_option("--data", f->data, "data sets: name[:category][:count],...")->delimiter(',');
+  app.add_option("--data", f->data,
+                 "data sets, comma-separated, each name[:category][:count] (e.g. "
+                 "spec_bench:coding:5, tinystories:10); names: " + [] {
+                   std::string s;
+                   for (const std::string& n : KnownDataSets()) s += (s.empty() ? "" : ", ") + n;
+                   return s;
+                 }())
+      ->delimiter(',');
   app.add_option("--data-dir", f->data_dir, "folder of the prompt sets (default ../shared/data)");
   app.add_option("--methods", f->methods, "methods, comma-separated (none always runs)")
       ->delimiter(',');
@@ -200,9 +211,9 @@ Runner AddBenchCommand(CLI::App& app) {
                  "node budgets incl. root, comma-separated; auto (cost-aware on this model) or "
                  "auto-cm (cost-aware on --cost-model's curve)")
       ->delimiter(',');
-  app.add_option("--n-prompts", f->n_prompts, "prompts per data set")->check(CLI::Range(1, 100000));
-  app.add_option("--max-tokens", f->max_tokens, "tokens per prompt")->check(CLI::Range(1, 1 << 20));
-  app.add_option("--temp", f->temp, "temperature (0 = greedy)")->check(CLI::Range(0.0, 100.0));
+  app.add_option("--n-prompts", f->n_prompts, "prompts per data set")->check(IntIn(1, 100000));
+  app.add_option("--max-tokens", f->max_tokens, "tokens per prompt")->check(IntIn(1, 1 << 20));
+  app.add_option("--temp", f->temp, "temperature (0 = greedy)")->check(NumberIn(0.0, 100.0));
   app.add_option("--seed", f->seed, "sampling seed");
   app.add_option("--out", f->out, "output folder");
   auto* cm = app.add_option("--cost-model", f->cost_model,
@@ -212,7 +223,7 @@ Runner AddBenchCommand(CLI::App& app) {
                  "project onto instead of --cost-model")
       ->excludes(cm);
   app.add_option("-t,--threads", f->threads, "threads, at most 64 (0 = all cores)")
-      ->check(CLI::Range(0, 64));
+      ->check(IntIn(0, 64));
   app.add_flag("--quiet", f->quiet, "no progress bar or table on the terminal");
   app.add_flag("--stop-at-eos", f->stop_at_eos, "stop at end-of-sequence (default: exactly --max-tokens)");
   app.add_flag("--recalibrate", f->recalibrate, "re-measure the cached verify-cost curve");

@@ -62,11 +62,11 @@ Runner AddBenchVerifyCommand(CLI::App& app) {
   };
   auto f = std::make_shared<Flags>();
   app.add_option("-m,--model", f->model, "GGUF model");
-  app.add_option("--nodes", f->nodes, "tree sizes to time")->delimiter(',')->check(CLI::Range(1, 128));
-  app.add_option("--prefix", f->prefix, "tokens already in the KV cache")->check(CLI::Range(1, 1 << 20));
-  app.add_option("--reps", f->reps, "timed passes per size (median)")->check(CLI::Range(1, 10000));
+  app.add_option("--nodes", f->nodes, "tree sizes to time")->delimiter(',')->check(IntIn(1, 128));
+  app.add_option("--prefix", f->prefix, "tokens already in the KV cache")->check(IntIn(1, 1 << 20));
+  app.add_option("--reps", f->reps, "timed passes per size (median)")->check(IntIn(1, 10000));
   app.add_option("-t,--threads", f->threads, "threads, at most 64 (0 = all cores)")
-      ->check(CLI::Range(0, 64));
+      ->check(IntIn(0, 64));
   app.add_flag("--json", f->json, "print one JSON object");
   return [f] {
     const std::string path = ResolveModelPath(f->model);

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -96,6 +97,18 @@ Status ReadPromptFile(const std::string& path, std::string* out) {
   return Status::Ok();
 }
 
+// "pld 11, tr 81, ...": each method's default budget, for --help.
+std::string DefaultBudgets() {
+  std::string out;
+  for (const Method* m : Methods()) {
+    SpecParams spec;
+    if (std::string(m->name()) == "none" || !ParseSpecVariant(m->name(), &spec).ok()) continue;
+    out += (out.empty() ? "" : ", ") + std::string(m->name()) + " " +
+           std::to_string(ResolvedBudget(spec));
+  }
+  return out;
+}
+
 int RunGenerate(const GenerateFlags& f) {
   // --goose-preset and --branch-k are the +paper and +kN modifiers of the methods that take them.
   std::string variant = f.spec;
@@ -121,6 +134,26 @@ int RunGenerate(const GenerateFlags& f) {
   if (Status st = ParseSpecVariant(variant, &params.spec); !st.ok()) {
     return Fail("--spec: " + st.message());
   }
+  // Flags the method would ignore are errors, as --branch-k on the wrong method is.
+  const Method& chosen = MethodOf(params.spec);
+  if (std::string(chosen.name()) == "none") {
+    for (const auto& [given, flag] : {std::pair{f.budget != "0", "--budget"},
+                                      std::pair{!f.tr_cache.empty(), "--tr-cache"},
+                                      std::pair{f.recalibrate, "--recalibrate"}}) {
+      if (given) {
+        return Fail(std::string(flag) + " applies to speculative methods, and --spec none "
+                    "decodes plainly (choose one with --spec, e.g. --spec goose)");
+      }
+    }
+  }
+  if (!f.tr_cache.empty() && !chosen.uses_table()) {
+    return Fail("--tr-cache applies to the methods with a transition table (tr, balanced, "
+                "sequoia, goose), not '" + f.spec + "'");
+  }
+  if (f.recalibrate && f.budget != "auto") return Fail("--recalibrate applies to --budget auto");
+  if (!f.tr_cache.empty()) {
+    if (Status st = CheckWritableFile(f.tr_cache, "--tr-cache"); !st.ok()) return Fail(st.message());
+  }
   const bool auto_budget = f.budget == "auto";
   if (!auto_budget) {
     char* end = nullptr;
@@ -133,7 +166,13 @@ int RunGenerate(const GenerateFlags& f) {
   std::string prompt = f.prompt;
   if (!f.prompt_file.empty()) {
     if (f.has_prompt) return Fail("give the prompt with -p or -f, not both");
-    if (Status st = ReadPromptFile(f.prompt_file, &prompt); !st.ok()) return Fail(st.message());
+    if (f.prompt_file == "-") {  // stdin
+      std::stringstream ss;
+      ss << std::cin.rdbuf();
+      prompt = ss.str();
+    } else if (Status st = ReadPromptFile(f.prompt_file, &prompt); !st.ok()) {
+      return Fail(st.message());
+    }
   }
   const std::string path = ResolveModelPath(f.model);
   if (path.empty()) return 1;
@@ -180,6 +219,13 @@ int RunGenerate(const GenerateFlags& f) {
     cache = std::make_shared<LearnedCache>(GooseCacheDir(), ModelFingerprint(model));
   }
   Engine engine(model, n_ctx, &pool, std::make_shared<LearnedStore>(cache));
+  // (After the KV cache was allocated: a context too big for memory is one error line.)
+  if (n_ctx > model.config().n_ctx_train) {
+    std::fprintf(stderr,
+                 "goose: warning: -c %d is beyond the %d tokens the model was trained on; its "
+                 "text past %d tokens may degrade\n",
+                 n_ctx, model.config().n_ctx_train, model.config().n_ctx_train);
+  }
   auto warn_cache = [&cache] {
     if (!cache) return;
     for (const std::string& w : cache->TakeWarnings()) {
@@ -188,10 +234,9 @@ int RunGenerate(const GenerateFlags& f) {
   };
   CostCalibration cal;
   if (auto_budget) {  // calibrated once per model and machine (engine/cost_cache.h)
-    auto cal_or = LoadOrMeasureCost(model, path, &pool, f.recalibrate);
+    auto cal_or = LoadCostCurve(model, path, &pool, f.recalibrate);
     if (!cal_or.ok()) return Fail(cal_or.status().message());
     cal = std::move(*cal_or);
-    if (!cal.note.empty()) std::fprintf(stderr, "goose: warning: %s\n", cal.note.c_str());
     engine.SetCostCurve(ToCostSamples(cal.curve));
     params.spec.auto_budget = true;
   }
@@ -233,6 +278,8 @@ int RunGenerate(const GenerateFlags& f) {
 
   nlohmann::json stats = GenerateStatsJson(r, static_cast<int>(prompt_tokens.size()));
   stats["method"] = f.spec;
+  stats["seed"] = f.seed;
+  stats["context_size"] = n_ctx;
   if (table) stats["table_bytes"] = table->memory_bytes();
   if (f.json) {
     nlohmann::json j;
@@ -259,7 +306,10 @@ int RunGenerate(const GenerateFlags& f) {
                  r.tokens.size(), stats["tokens_per_second"].get<double>(), f.spec.c_str(),
                  static_cast<long long>(r.stats.cycles),
                  stats["mean_accepted_tokens"].get<double>());
-    if (r.hit_context_limit) std::fprintf(stderr, "goose: stopped at the context limit\n");
+    if (r.hit_context_limit) {
+      std::fprintf(stderr, "goose: note: stopped at the context limit of %d tokens (raise -c)\n",
+                   n_ctx);
+    }
   }
   return 0;
 }
@@ -272,28 +322,33 @@ Runner AddGenerateCommand(CLI::App& app) {
   app.add_option("-p,--prompt", f->prompt, "prompt text")->each([f](const std::string&) {
     f->has_prompt = true;
   });
-  app.add_option("-f,--file", f->prompt_file, "read the prompt from a file");
-  app.add_option("-n,--n-predict", f->n_predict, "tokens to generate")->check(CLI::Range(0, 1 << 24));
+  app.add_option("-f,--file", f->prompt_file, "read the prompt from a file (- = stdin)");
+  app.add_option("-n,--n-predict", f->n_predict, "tokens to generate")->check(IntIn(0, 1 << 24));
   app.add_option("-c,--ctx-size", f->n_ctx, "context length (0 = min(model, 4096))")
-      ->check(CLI::Range(0, 1 << 20));
+      ->check(IntIn(0, 1 << 20));
   app.add_option("-b,--batch-size", f->batch,
                  "prompt tokens per prefill pass (0 = the whole prompt in one)")
-      ->check(CLI::Range(0, 1 << 24));
+      ->check(IntIn(0, 1 << 24));
   app.add_option("-t,--threads", f->threads, "threads, at most 64 (0 = all cores)")
-      ->check(CLI::Range(0, 64));
-  app.add_option("--temp", f->temp, "temperature (0 = greedy)")->check(CLI::Range(0.0, 100.0));
-  app.add_option("--top-k", f->top_k, "top-k (0 = off)")->check(CLI::Range(0, 1 << 24));
-  app.add_option("--top-p", f->top_p, "top-p")->check(CLI::Range(0.0, 1.0));
-  app.add_option("--seed", f->seed, "sampling seed");
+      ->check(IntIn(0, 64));
+  app.add_option("--temp", f->temp, "temperature (0 = greedy)")->check(NumberIn(0.0, 100.0));
+  app.add_option("--top-k", f->top_k, "top-k (0 = off)")->check(IntIn(0, 1 << 24));
+  app.add_option("--top-p", f->top_p, "top-p")->check(NumberIn(0.0, 1.0));
+  app.add_option("--seed", f->seed,
+                 "sampling seed; fixed unless given, so a sampled run repeats exactly (--json "
+                 "prints it)");
   app.add_option("--spec", f->spec,
                  MethodNames() + ", optionally +paper +keep +cold +k5 ...");
   app.add_option("--goose-preset", f->preset,
                  "paper: the reference GOOSE defaults (--spec goose only)");
   app.add_option("--budget", f->budget,
-                 "tree node budget incl. root (0 = method default, auto = cost-aware)");
+                 "tree nodes incl. the root, 1..128; 0 = the method's default (" +
+                     DefaultBudgets() +
+                     "); auto = sized from the measured cost of a pass on this machine and the "
+                     "measured acceptance");
   app.add_flag("--recalibrate", f->recalibrate, "--budget auto: re-measure the cached cost curve");
   app.add_option("--branch-k", f->branch_k, "children per node (--spec balanced only)")
-      ->check(CLI::Range(1, 10));
+      ->check(IntIn(1, 10));
   app.add_option("--tr-cache", f->tr_cache, "load/save the transition table from/to this file");
   app.add_flag("--no-table-cache", f->no_table_cache,
                "neither load nor save what the method learned in earlier runs (tables, "
@@ -302,13 +357,13 @@ Runner AddGenerateCommand(CLI::App& app) {
   app.add_option("--stop-token", f->stop_tokens,
                  "also stop after this token id (repeatable, or comma-separated)")
       ->delimiter(',')
-      ->check(CLI::NonNegativeNumber);
+      ->check(IntIn(0, INT32_MAX));
   app.add_flag("--no-bos", f->no_bos, "do not prepend BOS to the prompt");
   app.add_flag("--json", f->json, "print one JSON object instead of streaming text");
   app.add_option("--prompt-ids", f->prompt_ids, "the prompt as token ids, e.g. 1,403,407");
   app.add_option("--top-logits", f->top_logits,
                  "with --json: top_logits, every prompt position's K highest logits [id, logit]")
-      ->check(CLI::Range(1, 1 << 20));
+      ->check(IntIn(1, 1 << 20));
   return [f] { return RunGenerate(*f); };
 }
 

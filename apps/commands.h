@@ -7,6 +7,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "engine/cost_cache.h"
 #include "model/llama_config.h"
 #include "util/status.h"
 
@@ -19,10 +20,11 @@ Runner AddTokenizeCommand(CLI::App& app);
 Runner AddSynthCommand(CLI::App& app);
 Runner AddBenchVerifyCommand(CLI::App& app);
 Runner AddBenchCommand(CLI::App& app);
+Runner AddDemoCommand(CLI::App& app);
 
-// Model path to use when -m is not given: shared/models/stories260K.gguf next to the checkout
-// the executable is in (<exe dir>/../../shared), else next to the source tree it was built from;
-// empty if neither exists.
+// Model path to use when -m is not given: $GOOSE_MODEL if set, else
+// shared/models/stories260K.gguf next to the checkout the executable is in
+// (<exe dir>/../../shared), else next to the source tree it was built from; empty if none exists.
 std::string DefaultModelPath();
 // Resolves -m (or the default) and explains what to do if there is none. Empty on failure.
 std::string ResolveModelPath(const std::string& flag);
@@ -39,5 +41,21 @@ Status CheckMemory(uint64_t bytes, const std::string& what, const std::string& a
 // n_batch tokens; the advice is to use a smaller `flag` (e.g. "-c").
 Status CheckContextMemory(const LlamaConfig& config, int n_ctx, int n_batch, int n_contexts,
                           const std::string& flag);
+
+// Errors naming `flag` unless `path` can be written (an existing regular file we may write, or a
+// new file in a writable folder): checked before any work so a long run cannot fail at its end.
+Status CheckWritableFile(const std::string& path, const std::string& flag);
+// The same for an output folder, created if missing.
+Status CheckWritableDir(const std::string& dir, const std::string& flag);
+
+// CLI11 validators whose messages name the bad value and the range: "'abc' is not an integer
+// in 0..16777216".
+CLI::Validator IntIn(int64_t lo, int64_t hi);
+CLI::Validator NumberIn(double lo, double hi);
+
+// The cost curve --budget auto needs (engine/cost_cache.h): cached per model and machine, or
+// measured now, saying so on stderr first (it takes up to ~10 s once); warnings on stderr.
+StatusOr<CostCalibration> LoadCostCurve(const Model& model, const std::string& model_path,
+                                        ThreadPool* pool, bool recalibrate);
 
 }  // namespace goose::cli

@@ -142,24 +142,25 @@ StatusOr<std::vector<DataSpec>> ParseDataSpecs(const std::string& text) {
       return Status::Error("--data item '" + item + "': unknown data set '" + spec.name +
                            "' (known: " + known() + ")");
     }
-    auto parse_count = [&](const std::string& s, int* n) {
-      if (s.empty() || s.size() > 9 ||
-          !std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; })) {
-        return false;
+    auto is_number = [](const std::string& s) {
+      return !s.empty() &&
+             std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+    };
+    auto parse_count = [&](const std::string& s, int* n) -> Status {
+      if (!is_number(s) || s.size() > 9 || std::stoi(s) <= 0) {
+        return Status::Error("--data item '" + item + "': count '" + s +
+                             "' is not a positive integer (name[:category][:count], e.g. " +
+                             spec.name + ":10)");
       }
       *n = std::stoi(s);
-      return *n > 0;
+      return Status::Ok();
     };
     if (parts.size() == 3) {
       spec.category = parts[1];
-      if (!parse_count(parts[2], &spec.count)) {
-        return Status::Error("--data item '" + item + "': count '" + parts[2] +
-                             "' is not a positive integer");
-      }
+      GOOSE_RETURN_IF_ERROR(parse_count(parts[2], &spec.count));
     } else if (parts.size() == 2) {
-      int n = 0;
-      if (parse_count(parts[1], &n)) {
-        spec.count = n;
+      if (is_number(parts[1])) {
+        GOOSE_RETURN_IF_ERROR(parse_count(parts[1], &spec.count));
       } else {
         spec.category = parts[1];
       }
@@ -169,7 +170,7 @@ StatusOr<std::vector<DataSpec>> ParseDataSpecs(const std::string& text) {
     }
     if (!spec.category.empty() && !set->category) {
       return Status::Error("--data item '" + item + "': data set '" + spec.name +
-                           "' has no categories");
+                           "' has no categories (name[:count], e.g. " + spec.name + ":10)");
     }
     out.push_back(spec);
     if (comma == text.size()) break;

@@ -258,9 +258,9 @@ StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& path) {
   return FromGguf(std::move(gguf));
 }
 
-StatusOr<std::unique_ptr<Model>> Model::FromGguf(std::unique_ptr<GgufFile> gguf) {
+StatusOr<std::unique_ptr<Model>> Model::FromGguf(std::unique_ptr<GgufFile> file) {
   std::unique_ptr<Model> m(new Model());
-  m->gguf_ = std::move(gguf);
+  m->gguf_ = std::move(file);
   const std::string& path = m->gguf_->path();
   GOOSE_ASSIGN_OR_RETURN(m->config_, LlamaConfig::FromGguf(*m->gguf_));
   const LlamaConfig& c = m->config_;

@@ -315,6 +315,102 @@ TEST(Cli, HelpPrintsUsageAndExitsZero) {
   EXPECT_EQ(sub.exit_code, 0);
   EXPECT_NE(sub.out.find("--goose-preset"), std::string::npos) << sub.out;
   EXPECT_NE(sub.out.find("at most 64"), std::string::npos) << sub.out;
+  // Defaults are shown, and what 0 and auto mean for --budget.
+  EXPECT_NE(sub.out.find("=128"), std::string::npos) << sub.out;
+  EXPECT_NE(sub.out.find("--spec TEXT=none"), std::string::npos) << sub.out;
+  EXPECT_NE(sub.out.find("goose 60"), std::string::npos) << sub.out;
+  EXPECT_NE(sub.out.find("fixed unless given"), std::string::npos) << sub.out;
+  const RunResult bench = Goose("bench --help");
+  EXPECT_EQ(bench.exit_code, 0);
+  EXPECT_NE(bench.out.find("name[:category][:count]"), std::string::npos) << bench.out;
+  EXPECT_NE(bench.out.find("spec_bench, mt_bench"), std::string::npos) << bench.out;
+  EXPECT_NE(bench.out.find("--n-prompts INT:INT in 1..100000=5"), std::string::npos) << bench.out;
+}
+
+TEST(Cli, VersionNamesCommitBuildAndCpuLevel) {
+  const RunResult r = Goose("--version");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("goose ", 0), 0u) << r.out;
+  EXPECT_NE(r.out.find("(commit "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" build, CPU level "), std::string::npos) << r.out;
+}
+
+TEST(Cli, PromptFromStdinEqualsPromptFlag) {
+  const std::string base = "generate -m " + Model() + " -n 16 --ignore-eos -t 1 --json";
+  const RunResult piped = Goose(base + " -f -", GooseBinary(), "printf 'Once upon a time' | ");
+  const RunResult flag = Goose(base + " -p 'Once upon a time'");
+  ASSERT_EQ(piped.exit_code, 0) << piped.err;
+  ASSERT_EQ(flag.exit_code, 0) << flag.err;
+  EXPECT_EQ(nlohmann::json::parse(piped.out)["tokens"], nlohmann::json::parse(flag.out)["tokens"]);
+}
+
+TEST(Cli, TokenizeShowsPiecesAndDecodesIdsBack) {
+  const std::string text = "Lily saw a big dog.";
+  const RunResult enc = Goose("tokenize -m " + Model() + " --no-bos --json --pieces -p '" + text +
+                              "'");
+  ASSERT_EQ(enc.exit_code, 0) << enc.err;
+  const auto j = nlohmann::json::parse(enc.out);
+  ASSERT_EQ(j["pieces"].size(), j["tokens"].size());
+  std::string joined, ids;
+  for (const auto& p : j["pieces"]) joined += p.get<std::string>();
+  for (const auto& t : j["tokens"]) ids += (ids.empty() ? "" : ",") + std::to_string(t.get<int>());
+  EXPECT_EQ(joined, " " + text);  // SentencePiece's dummy prefix
+  const RunResult with_bos = Goose("tokenize -m " + Model() + " --json -p '" + text + "'");
+  ASSERT_EQ(with_bos.exit_code, 0) << with_bos.err;
+  ids.clear();
+  const auto with_bos_json = nlohmann::json::parse(with_bos.out);
+  for (const auto& t : with_bos_json["tokens"]) {
+    ids += (ids.empty() ? "" : ",") + std::to_string(t.get<int>());
+  }
+  const RunResult dec = Goose("tokenize -m " + Model() + " --decode " + ids);
+  ASSERT_EQ(dec.exit_code, 0) << dec.err;
+  EXPECT_EQ(dec.out, " " + text + "\n");  // the dummy prefix's space, as the pieces show
+  const RunResult lines = Goose("tokenize -m " + Model() + " --no-bos --pieces -f -",
+                                GooseBinary(), "printf '" + text + "' | ");
+  ASSERT_EQ(lines.exit_code, 0) << lines.err;
+  EXPECT_EQ(std::count(lines.out.begin(), lines.out.end(), '\n'),
+            static_cast<long>(j["tokens"].size()));
+}
+
+// Messages that are not errors do not look like errors; -c past the trained context warns.
+TEST(Cli, ContextLimitIsANoteAndALongContextAWarning) {
+  const RunResult r =
+      Goose("generate -m " + Model() + " -c 24 -n 100 --ignore-eos -p 'Once upon a time'");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("goose: note: stopped at the context limit of 24 tokens (raise -c)"),
+            std::string::npos) << r.err;
+  const RunResult w = Goose("generate -m " + Model() + " -c 1024 -n 2 -p hi");
+  ASSERT_EQ(w.exit_code, 0) << w.err;
+  EXPECT_NE(w.err.find("warning: -c 1024 is beyond the 512 tokens the model was trained on"),
+            std::string::npos) << w.err;
+}
+
+TEST(Cli, ModelFromTheEnvironment) {
+  const RunResult bad = Goose("tokenize -p hi", GooseBinary(), "GOOSE_MODEL=/nonexistent.gguf ");
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("/nonexistent.gguf"), std::string::npos) << bad.err;
+  const RunResult good = Goose("tokenize -p hi", GooseBinary(), "GOOSE_MODEL=" + Model() + " ");
+  EXPECT_EQ(good.exit_code, 0) << good.err;
+}
+
+// goose demo end to end on the smallest inflation shape: it builds its model once, writes the
+// same text both ways and says so.
+TEST(Cli, DemoWritesTheSameTextBothWays) {
+  const std::string args = "demo --like tiny-test --prompts 2 -n 24 -t 1 --budget 8 --json";
+  const RunResult r = Goose(args);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("building the demo model once"), std::string::npos) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(j["identical"].get<bool>());
+  ASSERT_EQ(j["runs"].size(), 2u);
+  for (const auto& run : j["runs"]) {
+    EXPECT_TRUE(run["identical"].get<bool>());
+    EXPECT_EQ(run["tokens"].get<int>(), 24);
+    EXPECT_GT(run["spec_tokens_per_second"].get<double>(), 0.0);
+  }
+  const RunResult again = Goose(args);  // reuses the built model
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_EQ(again.err.find("building the demo model once"), std::string::npos) << again.err;
 }
 
 // Asserts the error contract: non-zero exit (not a signal), nothing on stdout, and exactly one
@@ -340,18 +436,49 @@ TEST(Cli, BadInputGivesOneLineErrorAndNonZeroExit) {
   std::string long_prompt;
   for (int i = 0; i < 40; ++i) long_prompt += "Once upon a time ";
   const std::string m = " -m " + Model();
-  const std::string commands = "generate, tokenize, synth, bench, bench-verify";
+  const std::string commands = "generate, tokenize, synth, bench, bench-verify, demo";
   struct BadCase {
     const char* name;
     std::string args;
     std::string expect;  // substring of the error message
   };
   const BadCase cases[] = {
-      {"unknown flag", "generate --frobnicate", "not expected: --frobnicate"},
-      {"non-numeric temp", "generate --temp abc", "--temp: Value abc"},
-      {"negative n", "generate -n -5", "--n-predict: Value -5 not in range"},
+      {"unknown flag", "generate --frobnicate", "unknown option --frobnicate; goose generate --help"},
+      {"misspelt flag", "generate --temperature 0.5",
+       "unknown option --temperature (did you mean --temp?)"},
+      {"misspelt flag 2", "generate --n-predit 5", "(did you mean --n-predict?)"},
+      {"non-numeric temp", "generate --temp abc", "--temp: 'abc' is not a number in 0..100"},
+      {"non-numeric n", "generate -n abc", "--n-predict: 'abc' is not an integer in 0..16777216"},
+      {"negative n", "generate -n -5", "--n-predict: '-5' is not an integer in 0..16777216"},
+      {"negative stop token", "generate --stop-token -1",
+       "--stop-token: '-1' is not an integer in 0..2147483647"},
       {"threads above the pool's limit", "generate -t 65",
-       "--threads: Value 65 not in range 0 to 64"},
+       "--threads: '65' is not an integer in 0..64"},
+      {"budget for plain decoding", "generate" + m + " --budget 8",
+       "--budget applies to speculative methods, and --spec none decodes plainly"},
+      {"table file for plain decoding", "generate" + m + " --tr-cache /tmp/t.bin",
+       "--tr-cache applies to speculative methods"},
+      {"table file for a method without a table", "generate" + m + " --spec pld --tr-cache x",
+       "--tr-cache applies to the methods with a transition table"},
+      {"recalibrate without auto", "generate" + m + " --spec goose --recalibrate",
+       "--recalibrate applies to --budget auto"},
+      {"unwritable table file", "generate" + m + " --spec goose --tr-cache /nonexistent/d/t.bin",
+       "--tr-cache '/nonexistent/d/t.bin': folder '/nonexistent/d' does not exist"},
+      {"bench output not writable", "bench" + m + " --data tinystories:1 --out /proc/goose",
+       "cannot create --out '/proc/goose'"},
+      {"auto-cm without a cost model", "bench" + m + " --data tinystories:1 --budgets auto-cm",
+       "--budgets auto-cm needs --cost-model MODEL.gguf or --cost-curve FILE"},
+      {"zero count", "bench" + m + " --data tinystories:0",
+       "count '0' is not a positive integer (name[:category][:count], e.g. tinystories:10)"},
+      {"category of a set without", "bench" + m + " --data tinystories:easy",
+       "has no categories (name[:count], e.g. tinystories:10)"},
+      {"synth without a shape", "synth -o /tmp/x.gguf", "give a shape: --like NAME"},
+      {"inflate with a shape flag", "synth --inflate " + Model() + " --hidden 64 -o /tmp/x.gguf",
+       "--hidden does not apply to --inflate"},
+      {"drop layers without inflate", "synth --like llama-1b --drop-layers 1 -o /tmp/x.gguf",
+       "--drop-layers applies to --inflate only"},
+      {"tokenize without input", "tokenize" + m, "give exactly one of -p TEXT"},
+      {"decode a bad id", "tokenize" + m + " --decode 1,99999", "'99999' is not a token id in 0..511"},
       {"unknown spec", "generate" + m + " --spec nope", "--spec: unknown method 'nope'"},
       {"unknown preset", "generate" + m + " --spec goose --goose-preset x",
        "unknown --goose-preset 'x'"},
@@ -375,8 +502,9 @@ TEST(Cli, BadInputGivesOneLineErrorAndNonZeroExit) {
       {"unknown dtype", "synth --hidden 8 --layers 1 --heads 1 --ffn 8 --dtype q9 -o /tmp/x.gguf",
        "unknown --dtype 'q9'"},
       {"synth without -o", "synth --hidden 8", "--output is required"},
-      {"budget out of range", "generate --budget 1000", "--budget '1000' is neither"},
-      {"bench-verify nodes out of range", "bench-verify --nodes 1,500", "--nodes: Value 500"},
+      {"budget out of range", "generate --spec goose --budget 1000", "--budget '1000' is neither"},
+      {"bench-verify nodes out of range", "bench-verify --nodes 1,500",
+       "--nodes: '500' is not an integer in 1..128"},
   };
   for (const BadCase& c : cases) ExpectOneLineError(Goose(c.args), c.name, c.expect);
   std::filesystem::remove(garbage);

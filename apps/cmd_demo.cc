@@ -1,0 +1,219 @@
+// goose demo: what goose is for, on this machine, with no download. The bundled tiny model is
+// inflated once (synth/inflate.h) into a model that writes exactly the tiny model's text (at Q8_0)
+// but costs like a 0.44B one, and a few stories are written twice: plain decoding, then
+// speculative decoding; it prints both speeds and checks the texts are identical. (On the tiny
+// model itself every pass is compute-bound and costs almost nothing, so no tree can win there.)
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "engine/engine.h"
+#include "engine/learned_cache.h"
+#include "method/method.h"
+#include "model/model.h"
+#include "synth/inflate.h"
+
+namespace goose::cli {
+namespace {
+
+// TinyStories openings: what the tiny model writes.
+constexpr const char* kPrompts[] = {
+    "Once upon a time, there was a little girl named Lily.",
+    "Tom and his mom went to the park.",
+    "One day, a little bird found a shiny stone.",
+    "Sam had a big red ball. He liked to play with it every day.",
+    "There was a small dog who lived in a big house.",
+    "Anna wanted to bake a cake for her friend.",
+};
+constexpr int kMaxPrompts = sizeof(kPrompts) / sizeof(kPrompts[0]);
+
+struct DemoFlags {
+  std::string model, shape = "small-0.5b", spec = "goose", budget = "auto";
+  int n_predict = 128, prompts = 6, threads = 0;
+  bool json = false, rebuild = false;
+};
+
+// The inflated model, built once into the cache directory (a temporary file, then a rename, so
+// an interrupted build never leaves a half file behind).
+StatusOr<std::string> InflatedModel(const std::string& source, const DemoFlags& f) {
+  const std::filesystem::path dir = std::filesystem::path(GooseCacheDir()) / "demo";
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return Status::Error("cannot create " + dir.string() + ": " + ec.message());
+  const std::string name =
+      std::filesystem::path(source).stem().string() + "-" + f.shape + "-q8_0.gguf";
+  const std::string path = (dir / name).string();
+  if (!f.rebuild && std::filesystem::is_regular_file(path, ec)) return path;
+  std::fprintf(stderr,
+               "goose: building the demo model once: %s inflated to the cost of a %s model "
+               "(Q8_0) at %s ...\n",
+               source.c_str(), f.shape.c_str(), path.c_str());
+  InflateParams p;
+  p.source = source;
+  p.shape = f.shape;
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  const auto t0 = std::chrono::steady_clock::now();
+  if (Status st = InflateModel(p, tmp); !st.ok()) {
+    std::filesystem::remove(tmp, ec);
+    return st;
+  }
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) return Status::Error("cannot write " + path + ": " + ec.message());
+  std::fprintf(stderr, "goose: built in %.1f s (%.0f MB; delete it to free the space)\n",
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+               std::filesystem::file_size(path, ec) / 1e6);
+  return path;
+}
+
+struct Timed {
+  GenerateResult result;
+  double seconds = 0;  // wall time of Generate (prefill + decode)
+};
+
+StatusOr<Timed> TimedGenerate(Engine& engine, const std::vector<int32_t>& prompt,
+                              const GenerateParams& params) {
+  const auto t0 = std::chrono::steady_clock::now();
+  GOOSE_ASSIGN_OR_RETURN(GenerateResult r, engine.Generate(prompt, params));
+  return Timed{std::move(r),
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()};
+}
+
+int RunDemo(const DemoFlags& f) {
+  GenerateParams spec_params;
+  if (Status st = ParseSpecVariant(f.spec, &spec_params.spec); !st.ok()) {
+    return Fail("--spec: " + st.message());
+  }
+  if (f.budget != "auto") {
+    char* end = nullptr;
+    const long b = std::strtol(f.budget.c_str(), &end, 10);
+    if (f.budget.empty() || *end || b < 0 || b > 128) {
+      return Fail("--budget '" + f.budget + "' is neither 0..128 nor 'auto'");
+    }
+    spec_params.spec.budget = static_cast<int>(b);
+  }
+  const std::string source = ResolveModelPath(f.model);
+  if (source.empty()) return 1;
+  auto path = InflatedModel(source, f);
+  if (!path.ok()) return Fail(path.status().message());
+  auto model_or = Model::Load(*path);
+  if (!model_or.ok()) return Fail(model_or.status().message() + " (rebuild it with --rebuild)");
+  const Model& model = **model_or;
+  const Tokenizer& tok = model.tokenizer();
+
+  ThreadPool pool(f.threads > 0 ? f.threads : ThreadPool::DefaultThreads());
+  const int n_ctx = std::min(model.config().n_ctx_train, 1024);
+  Engine plain(model, n_ctx, &pool);
+  auto cache = std::make_shared<LearnedCache>(GooseCacheDir(), ModelFingerprint(model));
+  Engine spec(model, n_ctx, &pool, std::make_shared<LearnedStore>(cache));
+  CostCalibration cal;
+  if (f.budget == "auto") {
+    auto cal_or = LoadCostCurve(model, *path, &pool, false);
+    if (!cal_or.ok()) return Fail(cal_or.status().message());
+    cal = std::move(*cal_or);
+    spec.SetCostCurve(ToCostSamples(cal.curve));
+    spec_params.spec.auto_budget = true;
+  }
+  GenerateParams plain_params;
+  plain_params.n_predict = spec_params.n_predict = f.n_predict;
+  plain_params.ignore_eos = spec_params.ignore_eos = true;  // the same length for both
+
+  std::fprintf(stderr, "goose: %s, %d threads: %d stories of %d tokens, plain then --spec %s "
+               "--budget %s\n\n", std::filesystem::path(*path).filename().c_str(), pool.size(),
+               f.prompts, f.n_predict, f.spec.c_str(), f.budget.c_str());
+  nlohmann::json runs = nlohmann::json::array();
+  double plain_s = 0, spec_s = 0;
+  int64_t tokens = 0, passes = 0;
+  bool all_same = true;
+  for (int i = 0; i < f.prompts; ++i) {
+    const std::vector<int32_t> prompt = tok.Encode(kPrompts[i], true);
+    auto a = TimedGenerate(plain, prompt, plain_params);
+    if (!a.ok()) return Fail(a.status().message());
+    auto b = TimedGenerate(spec, prompt, spec_params);
+    if (!b.ok()) return Fail(b.status().message());
+    const bool same = a->result.tokens == b->result.tokens;
+    all_same = all_same && same;
+    const double n = static_cast<double>(a->result.tokens.size());
+    plain_s += a->seconds;
+    spec_s += b->seconds;
+    tokens += static_cast<int64_t>(a->result.tokens.size());
+    passes += b->result.stats.cycles;
+    const double mat = static_cast<double>(b->result.tokens.size()) /
+                       std::max<int64_t>(1, b->result.stats.cycles);
+    if (i == 0 && !f.json) {
+      std::printf("%s%s\n\n", kPrompts[i], tok.Decode(a->result.tokens).c_str());
+    }
+    if (!f.json) {
+      std::printf("story %d: plain %6.1f tok/s | %s %6.1f tok/s (%.2fx, %.2f tokens per pass) | "
+                  "text %s\n",
+                  i + 1, n / a->seconds, f.spec.c_str(), n / b->seconds, a->seconds / b->seconds,
+                  mat, same ? "identical" : "DIFFERENT");
+      std::fflush(stdout);
+    }
+    runs.push_back({{"prompt", kPrompts[i]},
+                    {"tokens", a->result.tokens.size()},
+                    {"plain_tokens_per_second", n / a->seconds},
+                    {"spec_tokens_per_second", n / b->seconds},
+                    {"mean_accepted_tokens", mat},
+                    {"identical", same}});
+  }
+  (void)spec.SaveLearned();  // the next demo starts from what this one learned
+  for (const std::string& w : cache->TakeWarnings()) {
+    std::fprintf(stderr, "goose: warning: %s\n", w.c_str());
+  }
+  if (f.budget == "auto") (void)CheckObservedCosts(cal, spec.ObservedPassCosts());
+  const double speedup = plain_s / spec_s;
+  if (f.json) {
+    nlohmann::json j = {{"model", *path},     {"spec", f.spec},
+                        {"budget", f.budget}, {"threads", pool.size()},
+                        {"runs", runs},       {"plain_tokens_per_second", tokens / plain_s},
+                        {"spec_tokens_per_second", tokens / spec_s},
+                        {"speedup", speedup}, {"identical", all_same}};
+    std::printf("%s\n", j.dump().c_str());
+  } else {
+    std::printf("\nall: plain %.1f tok/s, %s %.1f tok/s: %.2fx faster, %.2f tokens per pass, "
+                "%s\n",
+                tokens / plain_s, f.spec.c_str(), tokens / spec_s, speedup,
+                static_cast<double>(tokens) / std::max<int64_t>(1, passes),
+                all_same ? "the same text" : "TEXTS DIFFER (a bug: please report it)");
+  }
+  return all_same ? 0 : 1;
+}
+
+}  // namespace
+
+Runner AddDemoCommand(CLI::App& app) {
+  auto f = std::make_shared<DemoFlags>();
+  app.add_option("-m,--model", f->model,
+                 "small llama GGUF (F32) to inflate (default ../shared/models/stories260K.gguf)");
+  app.add_option("--like", f->shape, "the cost to inflate to: " + [] {
+    std::string s;
+    for (const std::string& n : InflateShapes()) s += (s.empty() ? "" : ", ") + n;
+    return s;
+  }())->capture_default_str();
+  app.add_option("-n,--n-predict", f->n_predict, "tokens per story")
+      ->check(IntIn(1, 4096))
+      ->capture_default_str();
+  app.add_option("--prompts", f->prompts, "stories to write")
+      ->check(IntIn(1, kMaxPrompts))
+      ->capture_default_str();
+  app.add_option("--spec", f->spec, "the speculative method: " + MethodNames())
+      ->capture_default_str();
+  app.add_option("--budget", f->budget, "tree node budget: 1..128 or auto")
+      ->capture_default_str();
+  app.add_option("-t,--threads", f->threads, "threads (0 = all cores)")
+      ->check(IntIn(0, 64))
+      ->capture_default_str();
+  app.add_flag("--rebuild", f->rebuild, "build the inflated model again");
+  app.add_flag("--json", f->json, "print one JSON object");
+  return [f] { return RunDemo(*f); };
+}
+
+}  // namespace goose::cli
