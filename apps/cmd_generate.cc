@@ -220,6 +220,10 @@ int RunGenerate(const GenerateFlags& f) {
   }
   Engine engine(model, n_ctx, &pool, std::make_shared<LearnedStore>(cache));
   // (After the KV cache was allocated: a context too big for memory is one error line.)
+  if (model.gguf().GetString("general.name").value_or("").rfind("goose-synth-", 0) == 0) {
+    std::fprintf(stderr, "goose: note: %s has random weights (goose synth), so its text is "
+                 "noise; it is for measuring speed\n", path.c_str());
+  }
   if (n_ctx > model.config().n_ctx_train) {
     std::fprintf(stderr,
                  "goose: warning: -c %d is beyond the %d tokens the model was trained on; its "
