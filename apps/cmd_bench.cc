@@ -16,6 +16,7 @@
 #include "bench/datasets.h"
 #include "commands.h"
 #include "engine/engine.h"
+#include "method/draft_model.h"
 #include "model/model.h"
 
 namespace goose::cli {
@@ -24,6 +25,7 @@ namespace {
 
 struct BenchFlags {
   std::string model, data_dir, out = "bench-out", cost_model;
+  std::string model_draft;  // -md: the draft model of the draft-model methods
   std::vector<std::string> data = {"spec_bench", "mt_bench", "humaneval", "gsm8k", "alpaca_eval",
                                    "tinystories"};
   std::vector<std::string> methods = {"none", "pld", "tr", "balanced", "sequoia", "goose"};
@@ -84,6 +86,30 @@ int RunBenchCommand(const BenchFlags& f) {
       !st.ok()) {
     return Fail(st.message());
   }
+  std::unique_ptr<Model> draft;
+  if (!f.model_draft.empty()) {
+    auto draft_or = Model::Load(f.model_draft);
+    if (!draft_or.ok()) return Fail("draft model (-md): " + draft_or.status().message());
+    draft = std::move(draft_or).value();
+    // One draft cache per config at most, each the size of the target's.
+    if (Status st = CheckContextMemory(draft->config(), ContextSize(model.config(), 0), n_batch,
+                                       static_cast<int>(configs.size()),
+                                       "--methods/--budgets list");
+        !st.ok()) {
+      return Fail("draft model (-md): " + st.message());
+    }
+    // RunBench gives it to every engine; the same check first, once, before any work.
+    if (Status st = CheckDraftModel(model, *draft, ContextSize(model.config(), 0)); !st.ok()) {
+      return Fail("draft model '" + f.model_draft + "': " + st.message());
+    }
+    const std::string warning = DraftCostWarning(model, *draft);
+    if (!warning.empty()) std::fprintf(stderr, "goose: warning: %s\n", warning.c_str());
+  }
+  for (const BenchConfig& c : configs) {
+    if (MethodOf(c.spec).needs_draft_model() && !draft) {
+      return Fail("--methods " + c.variant + " needs a draft model: give one with -md DRAFT.gguf");
+    }
+  }
   const std::string data_dir = f.data_dir.empty() ? DefaultDataDir() : f.data_dir;
   std::vector<DataSet> sets;
   for (const DataSpec& spec : *specs) {
@@ -99,6 +125,7 @@ int RunBenchCommand(const BenchFlags& f) {
   opt.seed = f.seed;
   opt.ignore_eos = !f.stop_at_eos;
   opt.quiet = f.quiet;
+  opt.draft_model = draft.get();
   if (!f.quiet) std::fprintf(stderr, "calibrating verify cost of %s...\n", path.c_str());
   auto cal = LoadOrMeasureCost(model, path, &pool, f.recalibrate);
   if (!cal.ok()) return Fail(cal.status().message());
@@ -144,6 +171,8 @@ int RunBenchCommand(const BenchFlags& f) {
                    {"threads", pool.size()},
                    {"cost_model", f.cost_model.empty() ? nlohmann::json(nullptr)
                                                        : nlohmann::json(f.cost_model)},
+                   {"draft_model", f.model_draft.empty() ? nlohmann::json(nullptr)
+                                                         : nlohmann::json(f.model_draft)},
                    {"cost_cache", cal->cache_path},
                    {"cost_from_cache", cal->from_cache}};
   j["wall_seconds"] =
@@ -185,6 +214,8 @@ int RunBenchCommand(const BenchFlags& f) {
 Runner AddBenchCommand(CLI::App& app) {
   auto f = std::make_shared<BenchFlags>();
   app.add_option("-m,--model", f->model, "GGUF model (default ../shared/models/stories260K.gguf)");
+  app.add_option("--model-draft", f->model_draft,
+                 "(-md) draft model of the same family, for the methods draft, draft-tree, graft");
   app.add_option("--data", f->data, "data sets: name[:category][:count],...")->delimiter(',');
   app.add_option("--data-dir", f->data_dir, "folder of the prompt sets (default ../shared/data)");
   app.add_option("--methods", f->methods, "methods, comma-separated (none always runs)")

@@ -15,6 +15,7 @@
 #include "engine/budget_chooser.h"
 #include "engine/engine.h"
 #include "engine/report.h"
+#include "method/draft_model.h"
 #include "method/method.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
@@ -25,6 +26,7 @@ namespace {
 
 struct GenerateFlags {
   std::string model, prompt, prompt_file, spec = "none", preset, tr_cache, budget = "0";
+  std::string model_draft;  // -md: the draft model of the draft-model methods
   int n_predict = 128, n_ctx = 0, threads = 0, top_k = 40, branch_k = 0;
   int batch = GenerateParams{}.prefill_chunk;
   std::vector<int32_t> stop_tokens;
@@ -83,6 +85,9 @@ int RunGenerate(const GenerateFlags& f) {
   if (Status st = ParseSpecVariant(variant, &params.spec); !st.ok()) {
     return Fail("--spec: " + st.message());
   }
+  if (MethodOf(params.spec).needs_draft_model() && f.model_draft.empty()) {
+    return Fail("--spec " + f.spec + " needs a draft model: give one with -md DRAFT.gguf");
+  }
   const bool auto_budget = f.budget == "auto";
   if (!auto_budget) {
     char* end = nullptr;
@@ -125,8 +130,24 @@ int RunGenerate(const GenerateFlags& f) {
   if (Status st = CheckContextMemory(model.config(), n_ctx, n_batch, 1, "-c"); !st.ok()) {
     return Fail(st.message());
   }
+  std::unique_ptr<Model> draft;
+  if (!f.model_draft.empty()) {
+    auto draft_or = Model::Load(f.model_draft);
+    if (!draft_or.ok()) return Fail("draft model (-md): " + draft_or.status().message());
+    draft = std::move(draft_or).value();
+    if (Status st = CheckContextMemory(draft->config(), n_ctx, n_batch, 1, "-c"); !st.ok()) {
+      return Fail("draft model (-md): " + st.message());
+    }
+  }
   ThreadPool pool(f.threads > 0 ? f.threads : ThreadPool::DefaultThreads());
   Engine engine(model, n_ctx, &pool);
+  if (draft) {
+    if (Status st = engine.SetDraftModel(*draft); !st.ok()) {
+      return Fail("draft model '" + f.model_draft + "': " + st.message());
+    }
+    const std::string warning = DraftCostWarning(model, *draft);
+    if (!warning.empty()) std::fprintf(stderr, "goose: warning: %s\n", warning.c_str());
+  }
   std::shared_ptr<BudgetChooser> chooser;
   if (auto_budget) {  // calibrated once per model and machine (engine/cost_cache.h)
     auto cal = LoadOrMeasureCost(model, path, &pool, f.recalibrate);
@@ -165,6 +186,7 @@ int RunGenerate(const GenerateFlags& f) {
 
   nlohmann::json stats = GenerateStatsJson(r, static_cast<int>(prompt_tokens.size()));
   stats["method"] = f.spec;
+  if (draft) stats["draft_model_file"] = f.model_draft;
   if (table) stats["table_bytes"] = table->memory_bytes();
   if (f.json) {
     nlohmann::json j;
@@ -185,6 +207,12 @@ int RunGenerate(const GenerateFlags& f) {
                  r.tokens.size(), stats["tokens_per_second"].get<double>(), f.spec.c_str(),
                  static_cast<long long>(r.stats.cycles),
                  stats["mean_accepted_tokens"].get<double>());
+    if (r.stats.draft_cycles > 0) {
+      const double n = static_cast<double>(r.stats.draft_cycles);
+      std::fprintf(stderr, "draft model: %.2f passes/cycle, %.2f ms/cycle, %.1f%% of decode time\n",
+                   r.stats.draft_passes / n, 1e3 * r.stats.draft_seconds / n,
+                   r.decode_seconds > 0 ? 100 * r.stats.draft_seconds / r.decode_seconds : 0.0);
+    }
     if (r.hit_context_limit) std::fprintf(stderr, "goose: stopped at the context limit\n");
   }
   return 0;
@@ -195,6 +223,9 @@ int RunGenerate(const GenerateFlags& f) {
 Runner AddGenerateCommand(CLI::App& app) {
   auto f = std::make_shared<GenerateFlags>();
   app.add_option("-m,--model", f->model, "GGUF model (default ../shared/models/stories260K.gguf)");
+  app.add_option("--model-draft", f->model_draft,
+                 "(-md) draft model of the same family (same vocabulary), for --spec draft, "
+                 "draft-tree, graft");
   app.add_option("-p,--prompt", f->prompt, "prompt text")->each([f](const std::string&) {
     f->has_prompt = true;
   });

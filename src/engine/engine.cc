@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "method/draft_model.h"
 #include "util/check.h"
 #include "util/rng.h"
 #include "verify/verifier.h"
@@ -68,6 +69,14 @@ Engine::Engine(const Model& model, int n_ctx, ThreadPool* pool,
 
 Engine::~Engine() = default;
 
+Status Engine::SetDraftModel(const Model& draft) {
+  GOOSE_RETURN_IF_ERROR(CheckDraftModel(model_, draft, ctx_->n_ctx()));
+  draft_ctx_ = std::make_unique<Context>(draft, ctx_->n_ctx(), env_.pool);
+  env_.draft = &draft;
+  env_.draft_ctx = draft_ctx_.get();
+  return Status::Ok();
+}
+
 int Engine::n_ctx() const { return ctx_->n_ctx(); }
 
 Learned& Engine::learned(const SpecParams& spec) {
@@ -98,8 +107,13 @@ Status Engine::CheckRequest(std::span<const int32_t> prompt, const GenerateParam
                                      n_vocab - 1));
     }
   }
-  if (FindMethod(params.spec.method) == nullptr) {
+  const Method* method = FindMethod(params.spec.method);
+  if (method == nullptr) {
     return Status::Error("unknown method '" + params.spec.method + "' (" + MethodNames() + ")");
+  }
+  if (method->needs_draft_model() && env_.draft == nullptr) {
+    return Status::Error("--spec " + params.spec.method +
+                         " needs a draft model: give one with -md DRAFT.gguf");
   }
   return Status::Ok();
 }
@@ -200,8 +214,10 @@ StatusOr<GenerateResult> Engine::Generate(std::span<const int32_t> prompt,
       std::lock_guard<std::mutex> lock(learned.mu);
       drafter->Observe(in, proposal, *ctx_, acc);
       AccumulateStats(tree, proposal.route, acc, &learned.stats);
+      AccumulateDraftWork(proposal.work, &learned.stats);
     }
     AccumulateStats(tree, proposal.route, acc, &result.stats);
+    AccumulateDraftWork(proposal.work, &result.stats);
     if (params.on_cycle) params.on_cycle(proposal, acc);
     std::vector<int32_t> keep = {0};
     keep.insert(keep.end(), acc.path.begin(), acc.path.end());

@@ -95,6 +95,12 @@ class Engine {
   StatusOr<GenerateResult> Generate(std::span<const int32_t> prompt, const GenerateParams& params,
                                     const TokenCallback& on_tokens = {});
 
+  // Gives the draft-model methods (Method::needs_draft_model) a draft model, with a KV cache of
+  // this engine's context size. Errors (CheckDraftModel, method/draft_model.h): another
+  // vocabulary, a context shorter than this engine's. `draft` must outlive the engine.
+  Status SetDraftModel(const Model& draft);
+  const Model* draft_model() const { return env_.draft; }
+
   const Model& model() const { return model_; }
   int n_ctx() const;
   // Cumulative statistics over all requests since construction.
@@ -116,6 +122,7 @@ class Engine {
                             Drafter& drafter, std::mutex& learned_mu, Sampler& sampler);
   const Model& model_;
   std::unique_ptr<Context> ctx_;
+  std::unique_ptr<Context> draft_ctx_;  // the draft model's KV cache (SetDraftModel)
   DrafterEnv env_;
   std::shared_ptr<LearnedStore> shared_;
   std::map<std::string, std::unique_ptr<Learned>> private_;  // variants that do not keep

@@ -59,6 +59,12 @@ struct DrafterEnv {
   const Model* target = nullptr;
   uint64_t target_fingerprint = 0;  // ModelFingerprint(*target): stamped into saved tables
   ThreadPool* pool = nullptr;
+  // The draft model (-md) and its KV cache, as large as the target's; null without one. Its
+  // vocabulary is the target's (or a prefix of it: CheckDraftModel, method/draft_model.h). One
+  // drafter uses draft_ctx at a time (the engine runs one request at a time); whatever it left
+  // there, the next drafter starts by truncating.
+  const Model* draft = nullptr;
+  Context* draft_ctx = nullptr;
 };
 
 struct Learned {
@@ -78,6 +84,7 @@ struct CycleInput {
 struct Proposal {
   DraftTree tree;
   Route route = Route::kAr;  // how the tree was built (statistics, and what Observe learns)
+  DraftWork work;            // what a draft model spent on it (statistics; zero otherwise)
 };
 
 class Drafter {
@@ -115,6 +122,9 @@ class Method {
   // template): a benchmark runs such a method once.
   virtual bool budget_grows_tree() const { return true; }
   virtual bool uses_table() const { return false; }
+  // True when the method drafts with a draft model (DrafterEnv::draft): the engine refuses a
+  // request without one.
+  virtual bool needs_draft_model() const { return false; }
   virtual bool KeepsTableByDefault(const SpecParams& spec) const { return false; }
   // The variant's learned state; the default holds the stats and, for table methods, a table.
   virtual std::unique_ptr<Learned> NewLearned(const SpecParams& spec,
