@@ -129,10 +129,12 @@ void DraftRunner::Commit(std::span<const int32_t> tokens) {
   seq_.insert(seq_.end(), tokens.begin(), tokens.end());
 }
 
-bool DraftRunner::BeginCycle(DraftWork* work) {
+bool DraftRunner::BeginCycle(DraftWork* work, std::span<const int32_t> extra,
+                             std::span<const int32_t> extra_parents) {
   // Anything still pending (a cycle the engine did not observe) is dropped.
   ctx_.Truncate(ctx_.n_past());
-  n_chain_ = n_pending_ = last_pass_pid_ = 0;
+  n_chain_ = n_pending_ = last_pass_pid_ = n_extra_ = 0;
+  GOOSE_CHECK(extra.size() == extra_parents.size());
   const int n_seq = static_cast<int>(seq_.size());
   if (n_seq == 0) return false;
   if (ctx_.n_past() > n_seq - 1) ctx_.Truncate(n_seq - 1);  // never holds the anchor
@@ -148,15 +150,29 @@ bool DraftRunner::BeginCycle(DraftWork* work) {
       work->rows += kCatchUpChunk;
     }
   }
-  ok = ok && ctx_.ForwardChain(std::span<const int32_t>(seq_.data() + from, n_seq - from)).ok();
+  const int chain = n_seq - from;
+  const int n_extra =
+      ok && chain + static_cast<int>(extra.size()) <= ctx_.n_ctx() - from
+          ? static_cast<int>(extra.size())
+          : 0;
+  std::vector<int32_t> tokens(seq_.begin() + from, seq_.end()), parents(chain);
+  for (int i = 0; i < chain; ++i) parents[i] = i - 1;
+  for (int i = 0; i < n_extra; ++i) {
+    GOOSE_CHECK(extra_parents[i] >= -1 && extra_parents[i] < i);
+    tokens.push_back(extra[i]);
+    parents.push_back(extra_parents[i] < 0 ? chain - 1 : chain + extra_parents[i]);
+  }
+  ok = ok && ctx_.Forward(tokens, parents).ok();
   work->seconds += Now() - t0;
   if (!ok) {
     ctx_.Truncate(ctx_.n_past());
     return false;
   }
   ++work->passes;
-  work->rows += n_seq - from;
-  n_chain_ = n_pending_ = n_seq - from;
+  work->rows += chain + n_extra;
+  n_chain_ = chain;
+  n_extra_ = n_extra;
+  n_pending_ = chain + n_extra;
   last_pass_pid_ = 0;
   return true;
 }

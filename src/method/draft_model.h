@@ -58,7 +58,13 @@ class DraftRunner {
 
   // Scores the tokens the cache lacks (the last is the anchor, seq's last token). False if the
   // draft could not score it (then draft nothing this cycle). logits(root_pid()) is the root's.
-  bool BeginCycle(DraftWork* work);
+  // `extra` rows ride along in the same pass (guesses below the root, before the draft's own
+  // opinion of the root is known): extra_parents[i] is -1 (the root) or an earlier extra row;
+  // extra row i gets pid root_pid() + 1 + i. Extras that do not fit are dropped (all of them).
+  bool BeginCycle(DraftWork* work, std::span<const int32_t> extra = {},
+                  std::span<const int32_t> extra_parents = {});
+  // How many extra rows the last BeginCycle scored.
+  int n_extra() const { return n_extra_; }
   int root_pid() const { return n_chain_ - 1; }
   // The pid the next pass's first token will get.
   int next_pid() const { return n_pending_; }
@@ -85,6 +91,7 @@ class DraftRunner {
   int n_chain_ = 0;        // catch-up chain of the current cycle (0: no cycle open)
   int n_pending_ = 0;      // pending nodes of the current cycle
   int last_pass_pid_ = 0;  // first pid of the last pass
+  int n_extra_ = 0;
 };
 
 }  // namespace goose

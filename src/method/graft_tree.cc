@@ -292,6 +292,23 @@ void TreeGrower::GrowPruned(const CycleInput& in, Pick pick, DraftWork* work) {
   }
 }
 
+std::vector<int> TreeGrower::RootGuesses(const CycleInput& in) {
+  const std::vector<int> root = {0};
+  const std::vector<int> sel = Select(params_.root_guesses + 1, Pick::kGraftFill, in.anchor_prev,
+                                      &root);
+  const DraftTiming& timing = learned_.timing;
+  const double row_tokens = timing.TokensPerSecond() * timing.RowSeconds();
+  const double a_top = learned_.acceptance.DraftTop();
+  std::vector<int> out;
+  for (size_t k = 1; k < sel.size(); ++k) {
+    const int u = sel[k];
+    const bool parent_in = pool_[u].parent == 0 ||
+                           std::find(out.begin(), out.end(), pool_[u].parent) != out.end();
+    if (parent_in && value_[u] * a_top - params_.floor > row_tokens) out.push_back(u);
+  }
+  return out;
+}
+
 Proposal TreeGrower::Propose(const CycleInput& in) {
   cycle_start_ = Now();
   Proposal p;
@@ -305,10 +322,25 @@ Proposal TreeGrower::Propose(const CycleInput& in) {
   Node root;
   root.token = in.anchor;
   pool_.push_back(root);
-  if (runner_.BeginCycle(&p.work)) {
+  // kGraft: the best retrieved guesses below the root ride along in the root pass, so the draft
+  // can draft below them before it has said anything about the root.
+  std::vector<int> guesses;
+  if (mode_ == GrowMode::kGraft) guesses = RootGuesses(in);
+  std::vector<int32_t> guess_tokens, guess_parents;
+  for (size_t k = 0; k < guesses.size(); ++k) {
+    const Node& n = pool_[guesses[k]];
+    guess_tokens.push_back(n.token);
+    const auto it = std::find(guesses.begin(), guesses.end(), n.parent);
+    guess_parents.push_back(it == guesses.end() ? -1 : static_cast<int32_t>(it - guesses.begin()));
+  }
+  if (runner_.BeginCycle(&p.work, guess_tokens, guess_parents)) {
     pool_[0].pid = runner_.root_pid();
     if (p.work.passes == 1) learned_.timing.AddPass(p.work.seconds, p.work.rows);
     AddDraftChildren(0);
+    for (int k = 0; k < runner_.n_extra(); ++k) {
+      pool_[guesses[k]].pid = runner_.root_pid() + 1 + k;
+      AddDraftChildren(guesses[k]);
+    }
     if (mode_ == GrowMode::kDense) {
       GrowDense(in, &p.work);
     } else {

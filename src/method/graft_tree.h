@@ -20,7 +20,9 @@
 //   and confidence, and the tree takes `budget` nodes whatever their value (the floor only
 //   decides what is worth drafting). Retrieval thus also decides when drafting stops (a trusted match fills the
 //   slots, and no draft pass beats it), and a draft pass may score retrieved nodes (a whole
-//   match continuation in one pass) to draft below them.
+//   match continuation in one pass) to draft below them. The root pass itself (the draft's
+//   catch-up) scores the best retrieved guesses below the root too (up to root_guesses, by the
+//   same worth rule), so when the draft agrees with them it has drafted two levels in one pass.
 // - kGraftPaper (the paper's sequential prune-then-graft): the kPrune tree first; then the
 //   slots it left free are filled best-first, whatever their value, with the retrieved tree
 //   rooted at the root (merged where it proposes the draft tree's tokens, going on below them)
@@ -52,6 +54,7 @@ struct GrowParams {
   double floor = 0.05;      // pruning modes: a node worth less takes no slot
   int max_depth = 32;
   int max_fresh_matches = 6;  // graft modes: context look-ups below the root per cycle
+  int root_guesses = 4;       // kGraft: retrieved nodes scored in the root pass
 };
 
 // What a draft-model variant learns across requests besides its statistics (and table).
@@ -107,6 +110,8 @@ class TreeGrower {
                           const std::vector<int>* fixed = nullptr);
   // One draft pass over `nodes` (parents first); false when the draft could not score them.
   bool Score(const std::vector<int>& nodes, DraftWork* work);
+  // kGraft: the retrieved nodes below the root worth scoring in the root pass (parents first).
+  std::vector<int> RootGuesses(const CycleInput& in);
   void GrowDense(const CycleInput& in, DraftWork* work);
   void GrowPruned(const CycleInput& in, Pick pick, DraftWork* work);
 

@@ -103,15 +103,33 @@ void CheckRunnerFollowsCommits(int n_threads, uint64_t seed) {
       commit({token()});
       continue;
     }
+    // Guesses below the root that ride along in the root pass (graft's root guesses).
+    std::vector<int32_t> extra, extra_parents;
+    const int n_extra = static_cast<int>(rng.Below(4));
+    for (int i = 0; i < n_extra; ++i) {
+      extra.push_back(token());
+      extra_parents.push_back(static_cast<int32_t>(rng.Below(i + 1)) - 1);
+    }
     DraftWork work;
-    ASSERT_TRUE(runner.BeginCycle(&work));
+    ASSERT_TRUE(runner.BeginCycle(&work, extra, extra_parents));
     ASSERT_GE(work.passes, 1);
+    ASSERT_EQ(runner.n_extra(), n_extra);
     ASSERT_TRUE(BitwiseEqual(runner.logits(runner.root_pid()), Reference(m, seq).data(), nv))
         << "root logits differ from one-token decoding over " << seq.size() << " tokens";
     ++checked;
-    // A random tree over a few passes: (token, parent pid) per node.
+    // A random tree over a few passes: (token, parent pid) per node; the extras first.
     std::vector<int32_t> node_token = {seq.back()}, node_pid = {runner.root_pid()},
                          node_parent = {-1};
+    for (int i = 0; i < n_extra; ++i) {
+      node_token.push_back(extra[i]);
+      node_pid.push_back(runner.root_pid() + 1 + i);
+      node_parent.push_back(extra_parents[i] + 1);
+      std::vector<int32_t> context = seq, below;
+      for (int j = i + 1; j > 0; j = node_parent[j]) below.insert(below.begin(), node_token[j]);
+      context.insert(context.end(), below.begin(), below.end());
+      ASSERT_TRUE(BitwiseEqual(runner.logits(node_pid.back()), Reference(m, context).data(), nv))
+          << "root-pass guess " << i << " differs from one-token decoding";
+    }
     const int passes = static_cast<int>(rng.Below(4));
     for (int p = 0; p < passes; ++p) {
       std::vector<int32_t> toks, parents, idx;
