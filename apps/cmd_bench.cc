@@ -24,7 +24,7 @@ namespace goose::cli {
 namespace {
 
 struct BenchFlags {
-  std::string model, data_dir, out = "bench-out", cost_model;
+  std::string model, data_dir, out = "bench-out", cost_model, cost_curve;
   std::string model_draft;  // -md: the draft model of the draft-model methods
   std::vector<std::string> data = {"spec_bench", "mt_bench", "humaneval", "gsm8k", "alpaca_eval",
                                    "tinystories"};
@@ -131,6 +131,11 @@ int RunBenchCommand(const BenchFlags& f) {
   if (!cal.ok()) return Fail(cal.status().message());
   if (!cal->note.empty()) std::fprintf(stderr, "goose: %s\n", cal->note.c_str());
   opt.model_cost = cal->curve;
+  if (!f.cost_curve.empty()) {
+    auto curve = ReadCostCurve(f.cost_curve);
+    if (!curve.ok()) return Fail(curve.status().message());
+    opt.cost_model_cost = *curve;
+  }
   if (!f.cost_model.empty()) {
     auto cm = Model::Load(f.cost_model);
     if (!cm.ok()) return Fail(cm.status().message());
@@ -173,6 +178,8 @@ int RunBenchCommand(const BenchFlags& f) {
                                                        : nlohmann::json(f.cost_model)},
                    {"draft_model", f.model_draft.empty() ? nlohmann::json(nullptr)
                                                          : nlohmann::json(f.model_draft)},
+                   {"cost_curve", f.cost_curve.empty() ? nlohmann::json(nullptr)
+                                                       : nlohmann::json(f.cost_curve)},
                    {"cost_cache", cal->cache_path},
                    {"cost_from_cache", cal->from_cache}};
   j["wall_seconds"] =
@@ -229,7 +236,12 @@ Runner AddBenchCommand(CLI::App& app) {
   app.add_option("--temp", f->temp, "temperature (0 = greedy)")->check(CLI::Range(0.0, 100.0));
   app.add_option("--seed", f->seed, "sampling seed");
   app.add_option("--out", f->out, "output folder");
-  app.add_option("--cost-model", f->cost_model, "GGUF whose verify cost gives the projection");
+  auto* cm = app.add_option("--cost-model", f->cost_model,
+                            "GGUF whose verify cost gives the projection (and auto-cm's curve)");
+  app.add_option("--cost-curve", f->cost_curve,
+                 "a verify-cost curve saved as JSON (bench-verify --json, a cost cache file) to "
+                 "project onto instead of --cost-model")
+      ->excludes(cm);
   app.add_option("-t,--threads", f->threads, "threads, at most 64 (0 = all cores)")
       ->check(CLI::Range(0, 64));
   app.add_flag("--quiet", f->quiet, "no progress bar or table on the terminal");

@@ -14,15 +14,11 @@ const Method& TrMethod();
 const Method& BalancedMethod();
 const Method& SequoiaMethod();
 const Method& GooseMethod();
-const Method& DraftChainMethod();
-const Method& DraftTreeMethod();
-const Method& GraftMethod();
 
 const std::vector<const Method*>& Methods() {
   static const std::vector<const Method*> kMethods = {
       &PlainMethod(), &PldMethod(),     &TrMethod(),
       &BalancedMethod(), &SequoiaMethod(), &GooseMethod(),
-      &DraftChainMethod(), &DraftTreeMethod(), &GraftMethod(),
   };
   return kMethods;
 }

@@ -105,42 +105,59 @@ TEST(DraftModel, AShorterContextIsAnError) {
   EXPECT_TRUE(small.SetDraftModel(*short_ctx).ok());
 }
 
-// A chooser that keeps changing the budget, with plain steps (budget 1) the drafter never sees
-// in between: output equals plain decoding, and the draft statistics add up.
-TEST(DraftModel, ChangingBudgetsAndPlainStepsStayLossless) {
+// --budget auto on two made-up cost curves, one engine per curve (its chooser and the drafters'
+// learned state carry across the prompts): a gentle one, on which budgets and own-sized trees
+// keep changing, and a steep one, on which a plain step pays best, so the engine's chooser takes
+// plain steps the drafter never sees (draft, draft-tree) with probes in between, and the
+// variants that size their own trees cut most of them to the root. Output equals plain
+// decoding, and the draft statistics add up.
+TEST(DraftModel, AutoBudgetsAndPlainStepsStayLossless) {
   std::string why;
   const Model* weak = WeakDrafter(&why);
   if (weak == nullptr) GTEST_SKIP() << why;
   const Model& m = TinyModel();
   ThreadPool pool(1);
-  Engine plain(m, 512, &pool), spec(m, 512, &pool);
-  ASSERT_TRUE(spec.SetDraftModel(*weak).ok());
+  Engine plain(m, 512, &pool);
   const auto prompts = LosslessPrompts(m, 96);
+  std::vector<CostSample> gentle, steep;
+  for (int n : {1, 2, 4, 8, 16, 32, 64}) {
+    gentle.push_back({n, 1e-3 * (1 + 0.08 * (n - 1))});
+    steep.push_back({n, n == 1 ? 1e-3 : 1.0 * n});
+  }
   for (const std::string& v : DraftVariants()) {
-    for (float temp : {0.0f, 0.9f}) {
-      SCOPED_TRACE(v + (temp > 0 ? " sampled" : " greedy"));
-      int calls = 0;
-      for (size_t pi = 0; pi < 6; ++pi) {
-        GenerateParams p;
-        p.n_predict = 40;
-        p.ignore_eos = true;
-        p.sampling.temp = temp;
-        p.sampling.seed = 99;
-        auto want = plain.Generate(prompts[pi], p);
-        ASSERT_TRUE(want.ok());
-        ASSERT_TRUE(ParseSpecVariant(v, &p.spec).ok());
-        p.spec.choose_budget = [&calls](const SpecStats&) {
-          static constexpr int kBudgets[] = {1, 6, 1, 1, 20, 3, 40, 1, 12};
-          return kBudgets[calls++ % 9];
-        };
-        auto got = spec.Generate(prompts[pi], p);
-        ASSERT_TRUE(got.ok()) << got.status().message();
-        ASSERT_EQ(got->tokens, want->tokens) << "prompt " << pi;
-        const SpecStats& s = got->stats;
-        EXPECT_GT(s.draft_cycles, 0);
-        EXPECT_GE(s.draft_passes, s.draft_cycles);
-        EXPECT_LT(s.draft_cycles, s.cycles) << "the chooser's plain steps draft nothing";
-        EXPECT_GT(s.draft_seconds, 0.0);
+    for (bool is_steep : {false, true}) {
+      Engine spec(m, 512, &pool);
+      ASSERT_TRUE(spec.SetDraftModel(*weak).ok());
+      spec.SetCostCurve(is_steep ? steep : gentle);
+      for (float temp : {0.0f, 0.9f}) {
+        SCOPED_TRACE(v + (is_steep ? " steep" : " gentle") + (temp > 0 ? " sampled" : " greedy"));
+        SpecStats total;
+        for (size_t pi = 0; pi < 6; ++pi) {
+          GenerateParams p;
+          p.n_predict = 40;
+          p.ignore_eos = true;
+          p.sampling.temp = temp;
+          p.sampling.seed = 99;
+          auto want = plain.Generate(prompts[pi], p);
+          ASSERT_TRUE(want.ok());
+          ASSERT_TRUE(ParseSpecVariant(v, &p.spec).ok());
+          p.spec.auto_budget = true;
+          auto got = spec.Generate(prompts[pi], p);
+          ASSERT_TRUE(got.ok()) << got.status().message();
+          ASSERT_EQ(got->tokens, want->tokens) << "prompt " << pi;
+          total.Merge(got->stats);
+        }
+        EXPECT_GT(total.draft_cycles, 0);
+        EXPECT_GE(total.draft_passes, total.draft_cycles);
+        EXPECT_GT(total.draft_seconds, 0.0);
+        SpecParams sp;
+        ASSERT_TRUE(ParseSpecVariant(v, &sp).ok());
+        if (is_steep && !MethodOf(sp).SizesOwnTrees(sp)) {
+          EXPECT_LT(total.draft_cycles, total.cycles / 2) << "the chooser's plain steps draft nothing";
+        }
+        if (is_steep && MethodOf(sp).SizesOwnTrees(sp)) {
+          EXPECT_LT(total.tree_nodes_total, 2 * total.cycles) << "trees cut to (nearly) the root";
+        }
       }
     }
   }
