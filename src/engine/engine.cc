@@ -52,7 +52,7 @@ uint64_t ModelFingerprint(const Model& model) {
 
 Learned& LearnedStore::Get(const SpecParams& spec, const DrafterEnv& env) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto& [saved_spec, l] = learned_[SpecVariantKey(spec)];
+  auto& [saved_spec, l] = learned_[LearnedKey(spec)];
   if (!l) {
     saved_spec = spec;
     l = MethodOf(spec).NewLearned(spec, env);
@@ -89,16 +89,19 @@ Status Engine::SetDraftModel(const Model& draft) {
   GOOSE_RETURN_IF_ERROR(CheckDraftModel(model_, draft, ctx_->n_ctx()));
   draft_ctx_ = std::make_unique<Context>(draft, ctx_->n_ctx(), env_.pool);
   env_.draft = &draft;
+  env_.draft_fingerprint = ModelFingerprint(draft);
   env_.draft_ctx = draft_ctx_.get();
   return Status::Ok();
 }
 
 int Engine::n_ctx() const { return ctx_->n_ctx(); }
 
-Learned& Engine::learned(const SpecParams& spec) {
-  const Method& m = MethodOf(spec);
+Learned& Engine::learned(const SpecParams& request_spec) {
+  const Method& m = MethodOf(request_spec);
+  SpecParams spec = request_spec;
+  if (m.needs_draft_model()) spec.draft_fingerprint = env_.draft_fingerprint;
   if (!m.uses_table() || m.KeepsTable(spec)) return shared_->Get(spec, env_);
-  auto& [saved_spec, l] = private_[SpecVariantKey(spec)];
+  auto& [saved_spec, l] = private_[LearnedKey(spec)];
   if (!l) {
     saved_spec = spec;
     l = m.NewLearned(spec, env_);

@@ -49,6 +49,10 @@ struct SpecParams {
   // cost curve (Engine::SetCostCurve) and what the variant measured; a budget of 1 is a plain
   // step (no method drafts then). Methods that size their own trees get the curve instead.
   bool auto_budget = false;
+  // Draft-model methods: ModelFingerprint of the draft model, set by the engine. What such a
+  // variant learns (acceptance, statistics, budget history) holds for one (target, draft) pair,
+  // so it is part of LearnedKey. 0 otherwise.
+  uint64_t draft_fingerprint = 0;
 
   bool Has(std::string_view modifier) const;
 };
@@ -64,6 +68,7 @@ struct DrafterEnv {
   // drafter uses draft_ctx at a time (the engine runs one request at a time); whatever it left
   // there, the next drafter starts by truncating.
   const Model* draft = nullptr;
+  uint64_t draft_fingerprint = 0;  // ModelFingerprint(*draft)
   Context* draft_ctx = nullptr;
 };
 
@@ -171,6 +176,9 @@ Status ParseSpecVariant(std::string_view name, SpecParams* out);
 // "goose+paper+cold", "pld"). Budget and auto_budget are not part of it. ParseSpecVariant
 // reads it back.
 std::string SpecVariantKey(const SpecParams& spec);
+// The key of what `spec` learns, in memory and in the learned cache: SpecVariantKey, and for a
+// draft-model method its draft's fingerprint ("graft+keep@draft-0123456789abcdef").
+std::string LearnedKey(const SpecParams& spec);
 // The method of a parsed spec (never null after ParseSpecVariant succeeded).
 const Method& MethodOf(const SpecParams& spec);
 // spec.budget, else the method's default.

@@ -13,6 +13,7 @@
 
 #include "e2e_util.h"
 #include "engine/engine.h"
+#include "engine/learned_cache.h"
 #include "engine/report.h"
 #include "method/weak_drafter.h"
 #include "synth/synth.h"
@@ -161,6 +162,42 @@ TEST(DraftModel, AutoBudgetsAndPlainStepsStayLossless) {
       }
     }
   }
+}
+
+// What a draft-model variant learned persists with its draft model's fingerprint in the key:
+// the same draft loads it, another draft starts fresh.
+TEST(DraftModel, LearnedStatePersistsPerDraftModel) {
+  std::string why;
+  const Model* weak = WeakDrafter(&why);
+  if (weak == nullptr) GTEST_SKIP() << why;
+  const Model& m = TinyModel();
+  const std::string dir = (std::filesystem::temp_directory_path() /
+                           ("goose_draft_learned_" + std::to_string(getpid())))
+                              .string();
+  auto store = [&] {
+    return std::make_shared<LearnedStore>(
+        std::make_shared<LearnedCache>(dir, ModelFingerprint(m)));
+  };
+  ThreadPool pool(1);
+  for (const char* v : {"graft", "draft-tree+prune"}) {
+    SCOPED_TRACE(v);
+    GenerateParams p;
+    ASSERT_TRUE(ParseSpecVariant(v, &p.spec).ok());
+    p.n_predict = 24;
+    p.ignore_eos = true;
+    {
+      Engine e(m, 256, &pool, store());
+      ASSERT_TRUE(e.SetDraftModel(*weak).ok());
+      ASSERT_TRUE(e.Generate(LosslessPrompts(m, 32)[0], p).ok());
+      ASSERT_TRUE(e.SaveLearned().ok());
+    }
+    Engine same(m, 256, &pool, store()), other(m, 256, &pool, store());
+    ASSERT_TRUE(same.SetDraftModel(*weak).ok());
+    ASSERT_TRUE(other.SetDraftModel(m).ok());  // the target as its own draft
+    EXPECT_GT(same.variant_stats(p.spec).cycles, 0) << "the same draft loads what it learned";
+    EXPECT_EQ(other.variant_stats(p.spec).cycles, 0) << "another draft starts fresh";
+  }
+  std::filesystem::remove_all(dir);
 }
 
 TEST(DraftModel, JsonReportsDraftWorkAndGraftedSlots) {
