@@ -40,6 +40,9 @@ class DraftTreeMethodImpl : public Method {
   }
   int DefaultBudget(const SpecParams&) const override { return 32; }
   bool needs_draft_model() const override { return true; }
+  // +prune values its nodes by calibrated acceptance and sizes its tree on the cost curve; the
+  // dense tree leaves --budget auto to the engine's BudgetChooser.
+  bool SizesOwnTrees(const SpecParams& spec) const override { return spec.Has("prune"); }
   std::unique_ptr<Learned> NewLearned(const SpecParams&, const DrafterEnv&) const override {
     return std::make_unique<DraftLearned>();
   }

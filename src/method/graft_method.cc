@@ -48,6 +48,7 @@ class Graft : public Method {
   std::vector<std::string> variants() const override { return {"graft", "graft+paper"}; }
   int DefaultBudget(const SpecParams&) const override { return 32; }
   bool needs_draft_model() const override { return true; }
+  bool SizesOwnTrees(const SpecParams&) const override { return true; }
   bool uses_table() const override { return true; }
   bool KeepsTableByDefault(const SpecParams&) const override { return true; }
   std::unique_ptr<Learned> NewLearned(const SpecParams& spec,

@@ -265,10 +265,14 @@ void TreeGrower::GrowPruned(const CycleInput& in, Pick pick, DraftWork* work) {
   // Tokens a draft row, and a pass, must earn to pay for their time (0: nothing measured yet).
   const double row_tokens = rate * timing.RowSeconds();
   while (work->passes < params_.max_passes) {
-    const std::vector<int> sel = Select(in.budget, pick, in.anchor_prev);
-    const double cutoff = static_cast<int>(sel.size()) >= in.budget
-                              ? std::max(params_.floor, value_[sel.back()])
-                              : params_.floor;
+    std::vector<int> sel = Select(in.budget, pick, in.anchor_prev);
+    bool full = static_cast<int>(sel.size()) >= in.budget;
+    if (in.cost != nullptr) {  // --budget auto: the tree is as large as pays, not as allowed
+      const size_t size = CostSize(sel, *in.cost, work->seconds);
+      full = size < sel.size();
+      sel.resize(size);
+    }
+    const double cutoff = full ? std::max(params_.floor, value_[sel.back()]) : params_.floor;
     // Tree nodes the draft has not scored whose best child would earn a slot; a node and its
     // parent may be scored in the same pass.
     std::vector<int> batch;
@@ -290,6 +294,20 @@ void TreeGrower::GrowPruned(const CycleInput& in, Pick pick, DraftWork* work) {
     if (gain < rate * timing.PassSeconds(static_cast<int>(batch.size()))) break;
     if (!Score(batch, work)) break;
   }
+}
+
+size_t TreeGrower::CostSize(const std::vector<int>& sel, const std::vector<CostSample>& cost,
+                            double draft_seconds) const {
+  size_t best = 1;
+  double best_rate = -1, expected = 1;
+  size_t k = 1;
+  for (const CostSample& c : cost) {
+    if (c.nodes < 1 || static_cast<size_t>(c.nodes) > sel.size()) continue;
+    for (; k < static_cast<size_t>(c.nodes); ++k) expected += value_[sel[k]];
+    const double rate = expected / (c.seconds + draft_seconds);
+    if (rate > best_rate) best_rate = rate, best = c.nodes;
+  }
+  return best;
 }
 
 std::vector<int> TreeGrower::RootGuesses(const CycleInput& in) {
@@ -364,6 +382,10 @@ Proposal TreeGrower::Propose(const CycleInput& in) {
       break;
     }
   }
+  if (in.cost != nullptr && mode_ != GrowMode::kDense) {
+    sel.resize(CostSize(sel, *in.cost, p.work.seconds));
+    fixed = std::min(fixed, sel.size());
+  }
   std::vector<int> tree_index(pool_.size(), -1);
   tree_index[0] = 0;
   tree_pool_.assign(1, 0);
@@ -386,7 +408,10 @@ Proposal TreeGrower::Propose(const CycleInput& in) {
     tree_pool_.push_back(sel[k]);
   }
   p.route = p.tree.size() > 1 ? Route::kDraftTree : Route::kAr;
-  p.work.pruned_slots = std::max(0, in.budget - 1 - draft_nodes);
+  // Under --budget auto the slots are those of the size the cost curve chose.
+  const int slots = in.cost != nullptr && mode_ != GrowMode::kDense ? static_cast<int>(sel.size())
+                                                                    : in.budget;
+  p.work.pruned_slots = std::max(0, slots - 1 - draft_nodes);
   p.work.seconds = Now() - cycle_start_;
   cycle_open_ = true;
   return p;

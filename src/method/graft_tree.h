@@ -27,8 +27,14 @@
 //   slots it left free are filled best-first, whatever their value, with the retrieved tree
 //   rooted at the root (merged where it proposes the draft tree's tokens, going on below them)
 //   and retrieved candidates below the leaves where the draft stopped.
+// --budget auto (CycleInput::cost set; all modes but kDense, whose values are uncalibrated draft
+// probabilities): the pruning modes' values are P(path accepted), so a tree of the best s nodes
+// is expected to commit 1 + the sum of their values. The tree is cut at the measured verify size
+// s that maximises that over (verify cost of s + the draft seconds of the cycle), while drafting
+// (what a pass must beat) and at the end; the draft depth follows from the pass rule above,
+// which weighs each pass's measured time against the measured tokens per second.
 // Node order: selection order (parents first). DraftWork: passes, rows, seconds and
-// pruned_slots = budget - 1 - draft nodes kept.
+// pruned_slots = budget - 1 - draft nodes kept (under --budget auto: the chosen size's slots).
 #pragma once
 
 #include <cstdint>
@@ -110,6 +116,11 @@ class TreeGrower {
                           const std::vector<int>* fixed = nullptr);
   // One draft pass over `nodes` (parents first); false when the draft could not score them.
   bool Score(const std::vector<int>& nodes, DraftWork* work);
+  // --budget auto (CycleInput::cost): the size of the prefix of `sel` (parents first) among the
+  // curve's measured sizes that maximises expected tokens per second, (1 + the sum of its
+  // values) / (its verify cost + the draft seconds spent this cycle); 1 if none pays.
+  size_t CostSize(const std::vector<int>& sel, const std::vector<CostSample>& cost,
+                  double draft_seconds) const;
   // kGraft: the retrieved nodes below the root worth scoring in the root pass (parents first).
   std::vector<int> RootGuesses(const CycleInput& in);
   void GrowDense(const CycleInput& in, DraftWork* work);
