@@ -1,6 +1,6 @@
 // Draft-model plumbing shared by the draft-model methods (draft, draft-tree, graft): the checks a
 // draft model must pass, and DraftRunner, which keeps the draft model's KV cache in step with
-// the target's commits and scores what a drafter asks for (docs/algorithms.md §5).
+// the target's commits and scores what a drafter asks for (docs/methods.md §3.9).
 //
 // Contract
 // - CheckDraftModel(target, draft, n_ctx): the draft's token list must be the target's or a

@@ -1,4 +1,4 @@
-// What the draft-model methods measure online (docs/algorithms.md §5): per-edge acceptance by
+// What the draft-model methods measure online (docs/methods.md §3.9): per-edge acceptance by
 // source and confidence (GraftAcceptance), and what drafting and verifying cost (DraftTiming).
 //
 // GraftAcceptance. "Reached" = the node's parent is on the accepted path (root included); an

@@ -1,4 +1,4 @@
-// graft: "Draft Less, Retrieve More" (docs/algorithms.md §5). A draft model's tree with
+// graft: "Draft Less, Retrieve More" (docs/methods.md §3.9). A draft model's tree with
 // dynamic-depth pruning, whose freed verify slots go to retrieved tokens (context match and
 // transition table), as one best-first tree over the three sources valued by acceptance
 // measured per source, depth and confidence (method/graft_tree.h, kGraft); +paper: the paper's

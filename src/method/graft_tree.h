@@ -1,5 +1,5 @@
 // TreeGrower: the draft-model tree drafters (draft-tree, draft-tree+prune, graft, graft+paper;
-// docs/algorithms.md §5). One candidate pool per cycle: the root (the anchor, scored by the
+// docs/methods.md §3.9). One candidate pool per cycle: the root (the anchor, scored by the
 // catch-up pass), the draft model's top-k children of every node it scored, and for the graft
 // modes the retrieved children (the context match's continuation, ContextMatcher, and the
 // transition table's successors, TransitionTable) of every node the tree takes. Siblings are

@@ -11,7 +11,7 @@
 namespace goose {
 
 // kDraft: a draft model's token; kGraftContext / kGraftTable: a context-match / transition-table
-// token grafted into a draft-model tree (Graft, docs/algorithms.md §5).
+// token grafted into a draft-model tree (Graft, docs/methods.md §3.9).
 enum class NodeSource : uint8_t {
   kRoot = 0,
   kSpine = 1,
