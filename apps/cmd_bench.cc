@@ -16,6 +16,7 @@
 #include "bench/datasets.h"
 #include "commands.h"
 #include "engine/engine.h"
+#include "method/draft_model.h"
 #include "model/model.h"
 
 namespace goose::cli {
@@ -24,6 +25,7 @@ namespace {
 
 struct BenchFlags {
   std::string model, data_dir, out = "bench-out", cost_model, cost_curve;
+  std::string model_draft;  // -md: the draft model of the draft-model methods
   std::vector<std::string> data = {"spec_bench", "mt_bench", "humaneval", "gsm8k", "alpaca_eval",
                                    "tinystories"};
   std::vector<std::string> methods = {"none", "pld", "tr", "balanced", "sequoia", "goose"};
@@ -90,6 +92,30 @@ int RunBenchCommand(const BenchFlags& f) {
       !st.ok()) {
     return Fail(st.message());
   }
+  std::unique_ptr<Model> draft;
+  if (!f.model_draft.empty()) {
+    auto draft_or = Model::Load(f.model_draft);
+    if (!draft_or.ok()) return Fail("draft model (-md): " + draft_or.status().message());
+    draft = std::move(draft_or).value();
+    // One draft cache per config at most, each the size of the target's.
+    if (Status st = CheckContextMemory(draft->config(), ContextSize(model.config(), 0), n_batch,
+                                       static_cast<int>(configs.size()),
+                                       "--methods/--budgets list");
+        !st.ok()) {
+      return Fail("draft model (-md): " + st.message());
+    }
+    // RunBench gives it to every engine; the same check first, once, before any work.
+    if (Status st = CheckDraftModel(model, *draft, ContextSize(model.config(), 0)); !st.ok()) {
+      return Fail("draft model '" + f.model_draft + "': " + st.message());
+    }
+    const std::string warning = DraftCostWarning(model, *draft);
+    if (!warning.empty()) std::fprintf(stderr, "goose: warning: %s\n", warning.c_str());
+  }
+  for (const BenchConfig& c : configs) {
+    if (MethodOf(c.spec).needs_draft_model() && !draft) {
+      return Fail("--methods " + c.variant + " needs a draft model: give one with -md DRAFT.gguf");
+    }
+  }
   const std::string data_dir = f.data_dir.empty() ? DefaultDataDir() : f.data_dir;
   std::vector<DataSet> sets;
   for (const DataSpec& spec : *specs) {
@@ -105,6 +131,7 @@ int RunBenchCommand(const BenchFlags& f) {
   opt.seed = f.seed;
   opt.ignore_eos = !f.stop_at_eos;
   opt.quiet = f.quiet;
+  opt.draft_model = draft.get();
   auto cal = LoadCostCurve(model, path, &pool, f.recalibrate);
   if (!cal.ok()) return Fail(cal.status().message());
   opt.model_cost = cal->curve;
@@ -153,6 +180,8 @@ int RunBenchCommand(const BenchFlags& f) {
                    {"threads", pool.size()},
                    {"cost_model", f.cost_model.empty() ? nlohmann::json(nullptr)
                                                        : nlohmann::json(f.cost_model)},
+                   {"draft_model", f.model_draft.empty() ? nlohmann::json(nullptr)
+                                                         : nlohmann::json(f.model_draft)},
                    {"cost_curve", f.cost_curve.empty() ? nlohmann::json(nullptr)
                                                        : nlohmann::json(f.cost_curve)},
                    {"cost_cache", cal->cache_path},
@@ -196,6 +225,8 @@ int RunBenchCommand(const BenchFlags& f) {
 Runner AddBenchCommand(CLI::App& app) {
   auto f = std::make_shared<BenchFlags>();
   app.add_option("-m,--model", f->model, "GGUF model (default ../shared/models/stories260K.gguf)");
+  app.add_option("--model-draft", f->model_draft,
+                 "(-md) draft model of the same family, for the methods draft, draft-tree, graft");
   app.add_option("--data", f->data,
                  "data sets, comma-separated, each name[:category][:count] (e.g. "
                  "spec_bench:coding:5, tinystories:10); names: " + [] {

@@ -16,6 +16,7 @@
 #include "engine/learned_cache.h"
 #include "engine/engine.h"
 #include "engine/report.h"
+#include "method/draft_model.h"
 #include "method/method.h"
 #include "model/model.h"
 #include "model/top_logits.h"
@@ -27,6 +28,7 @@ namespace {
 
 struct GenerateFlags {
   std::string model, prompt, prompt_file, spec = "none", preset, tr_cache, budget = "0";
+  std::string model_draft;  // -md: the draft model of the draft-model methods
   int n_predict = 128, n_ctx = 0, threads = 0, top_k = 40, branch_k = 0;
   int batch = GenerateParams{}.prefill_chunk;
   std::vector<int32_t> stop_tokens;
@@ -154,6 +156,9 @@ int RunGenerate(const GenerateFlags& f) {
   if (!f.tr_cache.empty()) {
     if (Status st = CheckWritableFile(f.tr_cache, "--tr-cache"); !st.ok()) return Fail(st.message());
   }
+  if (MethodOf(params.spec).needs_draft_model() && f.model_draft.empty()) {
+    return Fail("--spec " + f.spec + " needs a draft model: give one with -md DRAFT.gguf");
+  }
   const bool auto_budget = f.budget == "auto";
   if (!auto_budget) {
     char* end = nullptr;
@@ -212,6 +217,15 @@ int RunGenerate(const GenerateFlags& f) {
   if (Status st = CheckContextMemory(model.config(), n_ctx, n_batch, n_contexts, "-c"); !st.ok()) {
     return Fail(st.message());
   }
+  std::unique_ptr<Model> draft;
+  if (!f.model_draft.empty()) {
+    auto draft_or = Model::Load(f.model_draft);
+    if (!draft_or.ok()) return Fail("draft model (-md): " + draft_or.status().message());
+    draft = std::move(draft_or).value();
+    if (Status st = CheckContextMemory(draft->config(), n_ctx, n_batch, 1, "-c"); !st.ok()) {
+      return Fail("draft model (-md): " + st.message());
+    }
+  }
   ThreadPool pool(f.threads > 0 ? f.threads : ThreadPool::DefaultThreads());
   // What the method learned in earlier runs on this model (engine/learned_cache.h).
   std::shared_ptr<LearnedCache> cache;
@@ -219,6 +233,13 @@ int RunGenerate(const GenerateFlags& f) {
     cache = std::make_shared<LearnedCache>(GooseCacheDir(), ModelFingerprint(model));
   }
   Engine engine(model, n_ctx, &pool, std::make_shared<LearnedStore>(cache));
+  if (draft) {
+    if (Status st = engine.SetDraftModel(*draft); !st.ok()) {
+      return Fail("draft model '" + f.model_draft + "': " + st.message());
+    }
+    const std::string warning = DraftCostWarning(model, *draft);
+    if (!warning.empty()) std::fprintf(stderr, "goose: warning: %s\n", warning.c_str());
+  }
   // (After the KV cache was allocated: a context too big for memory is one error line.)
   if (model.gguf().GetString("general.name").value_or("").rfind("goose-synth-", 0) == 0) {
     std::fprintf(stderr, "goose: note: %s has random weights (goose synth), so its text is "
@@ -284,6 +305,7 @@ int RunGenerate(const GenerateFlags& f) {
   stats["method"] = f.spec;
   stats["seed"] = f.seed;
   stats["context_size"] = n_ctx;
+  if (draft) stats["draft_model_file"] = f.model_draft;
   if (table) stats["table_bytes"] = table->memory_bytes();
   if (f.json) {
     nlohmann::json j;
@@ -310,6 +332,12 @@ int RunGenerate(const GenerateFlags& f) {
                  r.tokens.size(), stats["tokens_per_second"].get<double>(), f.spec.c_str(),
                  static_cast<long long>(r.stats.cycles),
                  stats["mean_accepted_tokens"].get<double>());
+    if (r.stats.draft_cycles > 0) {
+      const double n = static_cast<double>(r.stats.draft_cycles);
+      std::fprintf(stderr, "draft model: %.2f passes/cycle, %.2f ms/cycle, %.1f%% of decode time\n",
+                   r.stats.draft_passes / n, 1e3 * r.stats.draft_seconds / n,
+                   r.decode_seconds > 0 ? 100 * r.stats.draft_seconds / r.decode_seconds : 0.0);
+    }
     if (r.hit_context_limit) {
       std::fprintf(stderr, "goose: note: stopped at the context limit of %d tokens (raise -c)\n",
                    n_ctx);
@@ -323,6 +351,9 @@ int RunGenerate(const GenerateFlags& f) {
 Runner AddGenerateCommand(CLI::App& app) {
   auto f = std::make_shared<GenerateFlags>();
   app.add_option("-m,--model", f->model, "GGUF model (default ../shared/models/stories260K.gguf)");
+  app.add_option("--model-draft", f->model_draft,
+                 "(-md) draft model of the same family (same vocabulary), for --spec draft, "
+                 "draft-tree, graft");
   app.add_option("-p,--prompt", f->prompt, "prompt text")->each([f](const std::string&) {
     f->has_prompt = true;
   });

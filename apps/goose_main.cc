@@ -109,6 +109,10 @@ int main(int argc, char** argv) {
   if (!first.empty() && first[0] != '-' && known.count(first) == 0) {
     return goose::cli::Fail("unknown command '" + first + "' (" + names + ")");
   }
+  // llama.cpp's -md (draft model): CLI11 takes only one-letter short names.
+  for (int i = 2; i < argc; ++i) {
+    if (std::string(argv[i]) == "-md") argv[i] = const_cast<char*>("--model-draft");
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

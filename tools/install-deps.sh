@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages goose needs to build, test and plot. Idempotent; run as root.
 set -euo pipefail
+# python3-numpy: ../shared/tools/inflate_gguf.py (the inflated pair of the Graft benchmarks).
 # clang + libfuzzer-14-dev: the fuzz targets (tools/run-fuzz.sh).
 pkgs=(cmake g++ make pkg-config googletest libgtest-dev libpcre2-dev nlohmann-json3-dev
-      libcli11-dev zlib1g-dev gnuplot-nox clang libfuzzer-14-dev)
+      libcli11-dev zlib1g-dev gnuplot-nox clang libfuzzer-14-dev python3 python3-numpy)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then

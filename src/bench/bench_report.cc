@@ -102,6 +102,78 @@ std::vector<std::string> BestPerVariant(const json& r) {
   return out;
 }
 
+// Summary rows of the draft-model methods (their stats carry "draft_model").
+std::vector<const json*> DraftRows(const json& r) {
+  std::vector<const json*> out;
+  for (const auto& row : r.at("summary")) {
+    if (row.contains("stats") && row["stats"].contains("draft_model")) out.push_back(&row);
+  }
+  return out;
+}
+
+// accepted / reached of one source in a row's stats, or "-".
+std::string SourceRate(const json& row, const char* source) {
+  const json& s = row["stats"];
+  if (!s["reached"].contains(source) || s["reached"][source].get<int64_t>() == 0) return "-";
+  return Fmt("%.3f", s["accepted"][source].get<double>() / s["reached"][source].get<double>());
+}
+
+// The draft-model methods: draft work per cycle, slots by source and acceptance per source.
+std::string DraftMarkdown(const json& r) {
+  const std::vector<const json*> rows = DraftRows(r);
+  if (rows.empty()) return "";
+  std::string md =
+      "\n## Draft model: work per cycle, slots and acceptance by source\n\n"
+      "| config | MAT | tok/s | draft passes | draft ms | draft share of decode | draft slots | "
+      "pruned slots | grafted slots | acceptance draft | graft context | graft table |\n"
+      "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+  for (const json* row : rows) {
+    const json& d = (*row)["stats"]["draft_model"];
+    const double decode = (*row)["decode_seconds"].get<double>();
+    md += "| " + (*row)["config"].get<std::string>() + " | " +
+          Fmt("%.3f", (*row)["mean_accepted_tokens"].get<double>()) + " | " +
+          Fmt("%.1f", (*row)["tokens_per_second"].get<double>()) + " | " +
+          Fmt("%.2f", d["passes_per_cycle"].get<double>()) + " | " +
+          Fmt("%.2f", 1e3 * d["seconds_per_cycle"].get<double>()) + " | " +
+          (decode > 0 ? Fmt("%.1f%%", 100 * d["seconds"].get<double>() / decode) : "-") + " | " +
+          Fmt("%.2f", d["draft_slots_per_cycle"].get<double>()) + " | " +
+          Fmt("%.2f", d["pruned_slots_per_cycle"].get<double>()) + " | " +
+          Fmt("%.2f", d["grafted_slots_per_cycle"].get<double>()) + " | " +
+          SourceRate(*row, "draft") + " | " + SourceRate(*row, "graft_context") + " | " +
+          SourceRate(*row, "graft_table") + " |\n";
+  }
+  md += "\nPer cycle (cycles the draft model drafted); slots are verify-tree nodes besides the "
+        "root; acceptance = accepted / reached per source.\n";
+  return md;
+}
+
+// Tokens/s of every variant at every budget (a budget-free method in its own column).
+std::string TokensPerSecondMarkdown(const json& r) {
+  std::vector<std::string> budgets, variants;
+  for (const auto& row : r.at("summary")) {
+    const std::string b = row.at("budget"), v = Variant(row);
+    if (std::find(budgets.begin(), budgets.end(), b) == budgets.end()) budgets.push_back(b);
+    if (std::find(variants.begin(), variants.end(), v) == variants.end()) variants.push_back(v);
+  }
+  std::string md = "\n## Tokens/s by budget (decode phase, all data sets)\n\n| variant |";
+  for (const auto& b : budgets) md += " " + b + " |";
+  md += "\n|---|";
+  for (size_t i = 0; i < budgets.size(); ++i) md += "---:|";
+  md += "\n";
+  for (const auto& v : variants) {
+    md += "| " + v + " |";
+    for (const auto& b : budgets) {
+      const json* cell = nullptr;
+      for (const auto& row : r.at("summary")) {
+        if (Variant(row) == v && row.at("budget") == b) cell = &row;
+      }
+      md += cell ? " " + Fmt("%.1f", (*cell)["tokens_per_second"].get<double>()) + " |" : " - |";
+    }
+    md += "\n";
+  }
+  return md;
+}
+
 std::string SpreadCell(const json& row) {
   if (!row.contains("speedup_per_prompt") || !row["speedup_per_prompt"].is_object()) return "-";
   const json& s = row["speedup_per_prompt"];
@@ -184,6 +256,8 @@ std::string ResultsMarkdown(const json& r) {
     }
     md += " " + Fmt("%.3f", row["mean_accepted_tokens"].get<double>()) + " |\n";
   }
+  md += TokensPerSecondMarkdown(r);
+  md += DraftMarkdown(r);
   const json& vc = r.at("verify_cost");
   md += "\n## Verify cost c(B)/c(1)\n\n| nodes | model under test (ms) | c(B)/c(1) |";
   const bool has_cm = !vc.at("cost_model").is_null();
@@ -261,9 +335,10 @@ Status WritePlots(const json& r, const std::string& dir, std::vector<std::string
   };
   auto plot_by_budget = [&](const std::string& file, const std::string& png,
                             const std::string& title) {
+    const std::string ylabel = file == "tokens_per_second.dat" ? "tokens/s" : "speedup";
     script += "set output " + GpString((fs::path(dir) / png).string()) + "\n"
               "set title " + GpString(title) + "\n"
-              "set xlabel 'budget (nodes incl. root)'\nset ylabel 'speedup'\n"
+              "set xlabel 'budget (nodes incl. root)'\nset ylabel " + GpString(ylabel) + "\n"
               "plot for [i=2:" + std::to_string(methods.size() + 1) + "] " +
               GpString((src / file).string()) +
               " using i:xtic(1) with linespoints lw 2 title columnheader(i)\n";
@@ -271,6 +346,10 @@ Status WritePlots(const json& r, const std::string& dir, std::vector<std::string
   by_budget("speedup", "speedup.dat");
   plot_by_budget("speedup.dat", "speedup_vs_budget.png",
                  "Measured speedup over none vs node budget (all data sets)");
+  by_budget("tokens_per_second", "tokens_per_second.dat");
+  plot_by_budget("tokens_per_second.dat", "tokens_per_second_vs_budget.png",
+                 "Measured tokens/s vs node budget (decode phase, all data sets)");
+
   // 1b. With a cost model: the projected speedup (clearly labelled as such).
   const bool projected = r.at("summary").size() > 0 &&
                          r.at("summary")[0]["projected_speedup"].is_number();
@@ -345,6 +424,47 @@ Status WritePlots(const json& r, const std::string& dir, std::vector<std::string
             "plot for [i=2:" + std::to_string(std::max<size_t>(cols.size(), 1) + 1) + "] " +
             GpString((src / "depth.dat").string()) +
             " using 1:i with linespoints lw 2 title columnheader(i)\n";
+  // 4. The draft-model methods: acceptance per reached node by depth for each source (draft,
+  //    graft_context, graft_table), each variant at its best fixed budget by MAT.
+  std::vector<std::string> draft_cols;
+  std::vector<std::vector<double>> draft_values;
+  for (const auto& c : best) {
+    const json* row = Find(r, "all", c);
+    if (!row || !(*row)["stats"].contains("draft_model")) continue;
+    const json& by_depth = (*row)["stats"]["acceptance_by_depth"];
+    for (const char* source : {"draft", "graft_context", "graft_table"}) {
+      if (!by_depth.contains(source)) continue;
+      std::vector<double> v(kDepths + 1, NAN);
+      for (const auto& d : by_depth[source]) {
+        const int depth = d["depth"];
+        const double reached = d["reached"].get<double>();
+        if (depth <= kDepths && reached >= 5) v[depth] = d["accepted"].get<double>() / reached;
+      }
+      draft_cols.push_back(c + " " + source);
+      draft_values.push_back(v);
+    }
+  }
+  const bool draft_plot = !draft_cols.empty();
+  if (draft_plot) {
+    std::ofstream f(src / "draft_depth.dat");
+    f << "depth";
+    for (const auto& c : draft_cols) f << "\t\"" << c << "\"";
+    f << "\n";
+    for (int d = 1; d <= kDepths; ++d) {
+      f << d;
+      for (const auto& v : draft_values) {
+        f << "\t" << (std::isnan(v[d]) ? "NaN" : Fmt("%.4f", v[d]));
+      }
+      f << "\n";
+    }
+    script += "set output " +
+              GpString((fs::path(dir) / "draft_acceptance_by_source.png").string()) +
+              "\nset title 'Draft-model methods: acceptance per reached node by source and "
+              "depth (best budget by MAT per variant)'\n"
+              "plot for [i=2:" + std::to_string(draft_cols.size() + 1) + "] " +
+              GpString((src / "draft_depth.dat").string()) +
+              " using 1:i with linespoints lw 2 title columnheader(i)\n";
+  }
   {
     std::ofstream f(src / "plots.gp");
     f << script;
@@ -352,9 +472,10 @@ Status WritePlots(const json& r, const std::string& dir, std::vector<std::string
   }
   const std::string out = RunCapture("gnuplot " + Quote((src / "plots.gp").string()) + " 2>&1", &rc);
   if (rc != 0) return Status::Error("gnuplot failed on " + (src / "plots.gp").string() + ": " + out);
-  std::vector<std::string> pngs = {"speedup_vs_budget.png", "mat_by_dataset.png",
-                                    "acceptance_by_depth.png"};
+  std::vector<std::string> pngs = {"speedup_vs_budget.png", "tokens_per_second_vs_budget.png",
+                                    "mat_by_dataset.png", "acceptance_by_depth.png"};
   if (projected) pngs.push_back("projected_speedup_vs_budget.png");
+  if (draft_plot) pngs.push_back("draft_acceptance_by_source.png");
   for (const std::string& name : pngs) {
     const fs::path p = fs::path(dir) / name;
     if (!fs::exists(p, ec) || fs::file_size(p, ec) == 0) {

@@ -6,10 +6,15 @@
 // - GitCommit(dir): `git -C dir rev-parse HEAD`, or "unknown".
 // - ResultsMarkdown(results): tables of speedup and MAT per data set for every config, the
 //   overall MAT / tokens/s / speedup / per-prompt speedup median [min, max] / projected speedup,
-//   the verify-cost curves and the equality check (mismatches printed first and loudly).
-// - WritePlots(results, dir, &files): speedup_vs_budget.png (one line per variant: goose and
-//   goose+paper apart), mat_by_dataset.png and acceptance_by_depth.png (each variant at its
-//   fixed budget with the highest overall MAT; auto only for a variant without fixed budgets).
+//   tokens/s per variant and budget, for the draft-model methods their draft work per cycle
+//   (passes, ms, share of decode time), slots (draft, pruned, grafted) and acceptance per
+//   source, the verify-cost curves and the equality check (mismatches printed first and loudly).
+// - WritePlots(results, dir, &files): speedup_vs_budget.png and tokens_per_second_vs_budget.png
+//   (one line per variant: goose and goose+paper apart), mat_by_dataset.png and
+//   acceptance_by_depth.png (each variant at its fixed budget with the highest overall MAT; auto
+//   only for a variant without fixed budgets), and with draft-model methods
+//   draft_acceptance_by_source.png (their draft / graft_context / graft_table acceptance by
+//   depth, same choice of budget).
 //   gnuplot is run through popen with the pngcairo terminal (png if cairo is missing). An error when gnuplot is absent or fails (callers warn and go on);
 //   the gnuplot scripts and data files stay in dir/plots_src for inspection.
 #pragma once

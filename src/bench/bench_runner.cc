@@ -244,6 +244,13 @@ StatusOr<json> RunBench(const Model& model, ThreadPool* pool, const std::vector<
   std::vector<GenerateParams> params(n_cfg);
   for (int c = 0; c < n_cfg; ++c) {
     engines.push_back(std::make_unique<Engine>(model, n_ctx, pool));
+    if (MethodOf(configs[c].spec).needs_draft_model()) {
+      if (opt.draft_model == nullptr) {
+        return Status::Error(configs[c].Label() + " needs a draft model: give one with -md "
+                             "DRAFT.gguf");
+      }
+      GOOSE_RETURN_IF_ERROR(engines.back()->SetDraftModel(*opt.draft_model));
+    }
     GenerateParams& gp = params[c];
     gp.n_predict = opt.max_tokens;
     gp.ignore_eos = opt.ignore_eos;

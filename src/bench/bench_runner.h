@@ -73,6 +73,9 @@ struct BenchOptions {
   // Cost curves (seconds per pass); the model's drives --budget auto and c(B)/c(1).
   std::vector<VerifyCostPoint> model_cost;
   std::vector<VerifyCostPoint> cost_model_cost;  // empty: no projection
+  // The draft model of the draft-model methods (-md), given to every config's engine; null:
+  // none (a config that needs one is then an error).
+  const Model* draft_model = nullptr;
 };
 
 // Called after each generation (tests inject mismatches here): config index, prompt, ids.

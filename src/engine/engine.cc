@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "method/draft_model.h"
 #include "util/check.h"
 #include "util/rng.h"
 #include "verify/verifier.h"
@@ -51,7 +52,7 @@ uint64_t ModelFingerprint(const Model& model) {
 
 Learned& LearnedStore::Get(const SpecParams& spec, const DrafterEnv& env) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto& [saved_spec, l] = learned_[SpecVariantKey(spec)];
+  auto& [saved_spec, l] = learned_[LearnedKey(spec)];
   if (!l) {
     saved_spec = spec;
     l = MethodOf(spec).NewLearned(spec, env);
@@ -84,12 +85,23 @@ Engine::Engine(const Model& model, int n_ctx, ThreadPool* pool,
 
 Engine::~Engine() = default;
 
+Status Engine::SetDraftModel(const Model& draft) {
+  GOOSE_RETURN_IF_ERROR(CheckDraftModel(model_, draft, ctx_->n_ctx()));
+  draft_ctx_ = std::make_unique<Context>(draft, ctx_->n_ctx(), env_.pool);
+  env_.draft = &draft;
+  env_.draft_fingerprint = ModelFingerprint(draft);
+  env_.draft_ctx = draft_ctx_.get();
+  return Status::Ok();
+}
+
 int Engine::n_ctx() const { return ctx_->n_ctx(); }
 
-Learned& Engine::learned(const SpecParams& spec) {
-  const Method& m = MethodOf(spec);
+Learned& Engine::learned(const SpecParams& request_spec) {
+  const Method& m = MethodOf(request_spec);
+  SpecParams spec = request_spec;
+  if (m.needs_draft_model()) spec.draft_fingerprint = env_.draft_fingerprint;
   if (!m.uses_table() || m.KeepsTable(spec)) return shared_->Get(spec, env_);
-  auto& [saved_spec, l] = private_[SpecVariantKey(spec)];
+  auto& [saved_spec, l] = private_[LearnedKey(spec)];
   if (!l) {
     saved_spec = spec;
     l = m.NewLearned(spec, env_);
@@ -161,8 +173,13 @@ Status Engine::CheckRequest(std::span<const int32_t> prompt, const GenerateParam
                                      n_vocab - 1));
     }
   }
-  if (FindMethod(params.spec.method) == nullptr) {
+  const Method* method = FindMethod(params.spec.method);
+  if (method == nullptr) {
     return Status::Error("unknown method '" + params.spec.method + "' (" + MethodNames() + ")");
+  }
+  if (method->needs_draft_model() && env_.draft == nullptr) {
+    return Status::Error("--spec " + params.spec.method +
+                         " needs a draft model: give one with -md DRAFT.gguf");
   }
   if (params.spec.auto_budget && cost_curve_.empty()) {
     return Status::Error("--budget auto needs a verify-cost curve (Engine::SetCostCurve)");
@@ -279,12 +296,14 @@ StatusOr<GenerateResult> Engine::Generate(std::span<const int32_t> prompt,
       std::lock_guard<std::mutex> lock(learned.mu);
       drafter->Observe(in, proposal, *ctx_, acc);
       AccumulateStats(tree, proposal.route, acc, &learned.stats);
+      AccumulateDraftWork(proposal.work, &learned.stats);
       if (chooser && !own_sizes) {
         chooser->Observe(in.budget, tree.size(), static_cast<int>(acc.tokens.size()),
                          &learned.budgets);
       }
     }
     AccumulateStats(tree, proposal.route, acc, &result.stats);
+    AccumulateDraftWork(proposal.work, &result.stats);
     if (params.on_cycle) params.on_cycle(proposal, acc);
     std::vector<int32_t> keep = {0};
     keep.insert(keep.end(), acc.path.begin(), acc.path.end());

@@ -13,7 +13,7 @@
 // right after the first one committed, even inside an accepted path.
 //
 // What a variant learns across requests (its Learned: table, statistics, acceptance model) is
-// kept per SpecVariantKey, so interleaved variants never feed each other's drafts. Variants that
+// kept per LearnedKey, so interleaved variants never feed each other's drafts. Variants that
 // keep their tables (TR and the tuned GOOSE by default) live in a LearnedStore that several
 // Engines of one model may share (server slots): the engine holds the variant's mutex around
 // every drafter call that touches it, never during a forward pass. Per-request (cold) variants
@@ -75,7 +75,7 @@ struct GenerateResult {
 // Called with the newly committed tokens after every cycle; return false to stop early.
 using TokenCallback = std::function<bool(std::span<const int32_t>)>;
 
-// Learned state of the variants that keep it across requests, by SpecVariantKey; thread-safe.
+// Learned state of the variants that keep it across requests, by LearnedKey; thread-safe.
 // With a cache, a variant starts from what earlier runs saved (engine/learned_cache.h).
 class LearnedStore {
  public:
@@ -103,6 +103,12 @@ class Engine {
 
   StatusOr<GenerateResult> Generate(std::span<const int32_t> prompt, const GenerateParams& params,
                                     const TokenCallback& on_tokens = {});
+
+  // Gives the draft-model methods (Method::needs_draft_model) a draft model, with a KV cache of
+  // this engine's context size. Errors (CheckDraftModel, method/draft_model.h): another
+  // vocabulary, a context shorter than this engine's. `draft` must outlive the engine.
+  Status SetDraftModel(const Model& draft);
+  const Model* draft_model() const { return env_.draft; }
 
   // The verify-cost curve --budget auto chooses on (engine/cost_cache.h measures and caches
   // it). Requests with SpecParams::auto_budget fail without one.
@@ -138,9 +144,10 @@ class Engine {
                             Drafter& drafter, std::mutex& learned_mu, Sampler& sampler);
   const Model& model_;
   std::unique_ptr<Context> ctx_;
+  std::unique_ptr<Context> draft_ctx_;  // the draft model's KV cache (SetDraftModel)
   DrafterEnv env_;
   std::shared_ptr<LearnedStore> shared_;
-  // Variants that do not keep their tables, by SpecVariantKey.
+  // Variants that do not keep their tables, by LearnedKey.
   std::map<std::string, std::pair<SpecParams, std::unique_ptr<Learned>>> private_;
   std::vector<CostSample> cost_curve_;
   std::vector<std::vector<float>> pass_seconds_;  // [tree size]: recent decode pass times

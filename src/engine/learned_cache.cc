@@ -215,7 +215,7 @@ std::vector<std::string> LearnedCache::TakeWarnings() {
 }
 
 void LearnedCache::Load(const SpecParams& spec, Learned* learned) {
-  const std::string key = SpecVariantKey(spec);
+  const std::string key = LearnedKey(spec);
   const std::string base = (fs::path(model_dir_) / key).string();
   std::error_code ec;
   if (learned->table && MethodOf(spec).KeepsTable(spec) && fs::exists(base + ".table", ec)) {
@@ -269,7 +269,7 @@ void LearnedCache::Load(const SpecParams& spec, Learned* learned) {
 }
 
 Status LearnedCache::Save(const SpecParams& spec, const Learned& learned) {
-  const std::string key = SpecVariantKey(spec);
+  const std::string key = LearnedKey(spec);
   const std::string base = (fs::path(model_dir_) / key).string();
   Status status = Status::Ok();
   if (learned.table && MethodOf(spec).KeepsTable(spec)) {

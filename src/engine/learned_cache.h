@@ -9,6 +9,8 @@
 //   for variants that keep their table) and <variant key>.state: "GOOSELRN", a version, the
 //   fingerprint and the key, then the SpecStats, the BudgetHistory and the method's
 //   SaveExtra() bytes, each after its length.
+// - The variant key is LearnedKey (method/method.h): for a draft-model method it names the draft
+//   model too, so what graft learned with one draft is never loaded for another.
 // - Load: no file is a fresh start. An unreadable, truncated, corrupt or foreign file (another
 //   model, variant or format version) is a one-line warning (warnings()) and leaves that part
 //   fresh; nothing is adopted from a file that fails a check.

@@ -1,6 +1,48 @@
 #include "engine/report.h"
 
+#include <algorithm>
+
 namespace goose {
+
+namespace {
+
+// Draft-model work and grafted slots (draft-model methods only).
+nlohmann::json DraftModelJson(const SpecStats& s) {
+  using nlohmann::json;
+  const double n = static_cast<double>(std::max<int64_t>(s.draft_cycles, 1));
+  const int dr = static_cast<int>(NodeSource::kDraft);
+  int64_t grafted = 0, grafted_reached = 0, grafted_accepted = 0;
+  for (NodeSource src : {NodeSource::kGraftContext, NodeSource::kGraftTable}) {
+    grafted += s.drafted[static_cast<int>(src)];
+    grafted_reached += s.reached[static_cast<int>(src)];
+    grafted_accepted += s.accepted[static_cast<int>(src)];
+  }
+  json passes = json::object();  // draft passes -> cycles
+  for (int k = 0; k <= SpecStats::kMaxDraftPasses; ++k) {
+    if (s.draft_passes_cycles[k]) passes[std::to_string(k)] = s.draft_passes_cycles[k];
+  }
+  json j;
+  j["cycles"] = s.draft_cycles;
+  j["passes"] = s.draft_passes;
+  j["passes_per_cycle"] = s.draft_passes / n;
+  j["passes_histogram"] = passes;
+  j["rows"] = s.draft_rows;
+  j["seconds"] = s.draft_seconds;
+  j["seconds_per_cycle"] = s.draft_seconds / n;
+  j["draft_slots"] = s.drafted[dr];
+  j["draft_slots_per_cycle"] = s.drafted[dr] / n;
+  j["pruned_slots"] = s.pruned_slots;
+  j["pruned_slots_per_cycle"] = s.pruned_slots / n;
+  j["grafted_slots"] = grafted;
+  j["grafted_slots_per_cycle"] = grafted / n;
+  j["grafted_reached"] = grafted_reached;
+  j["grafted_accepted"] = grafted_accepted;
+  j["grafted_acceptance_per_reached"] =
+      grafted_reached ? static_cast<double>(grafted_accepted) / grafted_reached : 0.0;
+  return j;
+}
+
+}  // namespace
 
 double MeanAcceptedTokens(int64_t n_generated, int64_t forward_passes) {
   return forward_passes > 0 ? static_cast<double>(n_generated) / forward_passes
@@ -66,8 +108,10 @@ nlohmann::json SpecStatsJson(const SpecStats& s, int64_t n_generated) {
   }
   j["tree_nodes"] = sizes;
   j["mean_tree_nodes"] = s.MeanTreeNodes();
+  if (s.draft_cycles > 0) j["draft_model"] = DraftModelJson(s);
   return j;
 }
+
 
 nlohmann::json GenerateStatsJson(const GenerateResult& r, int n_prompt) {
   const int64_t n = static_cast<int64_t>(r.tokens.size());

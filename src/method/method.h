@@ -49,6 +49,10 @@ struct SpecParams {
   // cost curve (Engine::SetCostCurve) and what the variant measured; a budget of 1 is a plain
   // step (no method drafts then). Methods that size their own trees get the curve instead.
   bool auto_budget = false;
+  // Draft-model methods: ModelFingerprint of the draft model, set by the engine. What such a
+  // variant learns (acceptance, statistics, budget history) holds for one (target, draft) pair,
+  // so it is part of LearnedKey. 0 otherwise.
+  uint64_t draft_fingerprint = 0;
 
   bool Has(std::string_view modifier) const;
 };
@@ -59,6 +63,13 @@ struct DrafterEnv {
   const Model* target = nullptr;
   uint64_t target_fingerprint = 0;  // ModelFingerprint(*target): stamped into saved tables
   ThreadPool* pool = nullptr;
+  // The draft model (-md) and its KV cache, as large as the target's; null without one. Its
+  // vocabulary is the target's (or a prefix of it: CheckDraftModel, method/draft_model.h). One
+  // drafter uses draft_ctx at a time (the engine runs one request at a time); whatever it left
+  // there, the next drafter starts by truncating.
+  const Model* draft = nullptr;
+  uint64_t draft_fingerprint = 0;  // ModelFingerprint(*draft)
+  Context* draft_ctx = nullptr;
 };
 
 struct Learned {
@@ -93,6 +104,7 @@ struct CycleInput {
 struct Proposal {
   DraftTree tree;
   Route route = Route::kAr;  // how the tree was built (statistics, and what Observe learns)
+  DraftWork work;            // what a draft model spent on it (statistics; zero otherwise)
 };
 
 class Drafter {
@@ -130,6 +142,9 @@ class Method {
   // template): a benchmark runs such a method once.
   virtual bool budget_grows_tree() const { return true; }
   virtual bool uses_table() const { return false; }
+  // True when the method drafts with a draft model (DrafterEnv::draft): the engine refuses a
+  // request without one.
+  virtual bool needs_draft_model() const { return false; }
   virtual bool KeepsTableByDefault(const SpecParams& spec) const { return false; }
   // True when the drafter values its nodes and, under --budget auto, cuts its own tree where
   // expected tokens per second peak (CycleInput::cost); otherwise the engine's BudgetChooser
@@ -161,6 +176,9 @@ Status ParseSpecVariant(std::string_view name, SpecParams* out);
 // "goose+paper+cold", "pld"). Budget and auto_budget are not part of it. ParseSpecVariant
 // reads it back.
 std::string SpecVariantKey(const SpecParams& spec);
+// The key of what `spec` learns, in memory and in the learned cache: SpecVariantKey, and for a
+// draft-model method its draft's fingerprint ("graft+keep@draft-0123456789abcdef").
+std::string LearnedKey(const SpecParams& spec);
 // The method of a parsed spec (never null after ParseSpecVariant succeeded).
 const Method& MethodOf(const SpecParams& spec);
 // spec.budget, else the method's default.

@@ -14,11 +14,15 @@ const Method& TrMethod();
 const Method& BalancedMethod();
 const Method& SequoiaMethod();
 const Method& GooseMethod();
+const Method& DraftChainMethod();
+const Method& DraftTreeMethod();
+const Method& GraftMethod();
 
 const std::vector<const Method*>& Methods() {
   static const std::vector<const Method*> kMethods = {
       &PlainMethod(), &PldMethod(),     &TrMethod(),
       &BalancedMethod(), &SequoiaMethod(), &GooseMethod(),
+      &DraftChainMethod(), &DraftTreeMethod(), &GraftMethod(),
   };
   return kMethods;
 }
@@ -117,6 +121,14 @@ std::string SpecVariantKey(const SpecParams& spec) {
     if (spec.Has(mod)) key += "+" + mod;
   }
   if (m.uses_table()) key += m.KeepsTable(spec) ? "+keep" : "+cold";
+  return key;
+}
+
+std::string LearnedKey(const SpecParams& spec) {
+  std::string key = SpecVariantKey(spec);
+  if (spec.draft_fingerprint != 0) {
+    key += StrFormat("@draft-%016llx", static_cast<unsigned long long>(spec.draft_fingerprint));
+  }
   return key;
 }
 

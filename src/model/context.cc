@@ -75,14 +75,18 @@ struct Context::Impl {
   AlignedVector<float> rope_swa;  // [N, n_rot]: the same for window layers with their own base
   bool rope_swa_differs = false;  // the window layers' RoPE base or scale differs
   const float* rope_factors = nullptr;  // [n_rot/2] frequency factors for this n_ctx, or null
-  std::vector<int32_t> parents, depth;  // [N]
+  // Per pending node (all passes since the last commit, see ForwardExtend): [n_pending].
+  std::vector<int32_t> parents, depth;
   std::vector<int32_t> chain;           // [N] ForwardChain's parents
   int block = 1;                        // queries per attention task
   size_t scores_per_thread = 0;         // block * group rows of n_ctx scores
   AlignedVector<float> scores;          // [n_threads, scores_per_thread]
-  std::vector<const float*> ancestors;  // [n_threads, N]: a query's ancestor K or V rows
-  bool pending = false;                 // the last batch's KV entries are not yet committed
-  bool pending_is_chain = false;
+  // [n_threads, anc_capacity]: a query's ancestor K or V rows (at most n_pending of them).
+  std::vector<const float*> ancestors;
+  int anc_capacity = 0;
+  bool pending = false;                 // KV entries of n_pending nodes are not yet committed
+  bool pending_is_chain = false;        // ... and they form one chain (KeepAll may commit it)
+  int n_pending = 0;                    // pending nodes, in slots [n_past, n_past + n_pending)
 };
 
 Context::Context(const Model& model, int n_ctx, ThreadPool* pool)
@@ -124,36 +128,48 @@ Status Context::ForwardChain(std::span<const int32_t> tokens) {
 }
 
 Status Context::Forward(std::span<const int32_t> tokens, std::span<const int32_t> parents) {
+  return ForwardPending(tokens, parents, /*extend=*/false);
+}
+
+Status Context::ForwardExtend(std::span<const int32_t> tokens, std::span<const int32_t> parents) {
+  return ForwardPending(tokens, parents, /*extend=*/true);
+}
+
+Status Context::ForwardPending(std::span<const int32_t> tokens, std::span<const int32_t> parents,
+                               bool extend) {
   const LlamaConfig& c = model_.config();
   Impl& s = *impl_;
   const int n = static_cast<int>(tokens.size());
-  if (tokens.empty()) return Status::Error("Forward: empty batch");
+  // Nodes of earlier passes this batch extends; batch row i is pending node base + i.
+  const int base = extend && s.pending ? s.n_pending : 0;
+  const char* what = extend ? "ForwardExtend" : "Forward";
+  if (tokens.empty()) return Status::Error(StrFormat("%s: empty batch", what));
   if (parents.size() != tokens.size()) {
-    return Status::Error(StrFormat("Forward: %zu tokens but %zu parents", tokens.size(),
+    return Status::Error(StrFormat("%s: %zu tokens but %zu parents", what, tokens.size(),
                                    parents.size()));
   }
-  if (tokens.size() > static_cast<size_t>(n_ctx_ - n_past_)) {
-    return Status::Error(StrFormat("Forward: batch of %zu tokens does not fit: n_past %d + %zu > "
-                                   "n_ctx %d",
-                                   tokens.size(), n_past_, tokens.size(), n_ctx_));
+  if (tokens.size() > static_cast<size_t>(n_ctx_ - n_past_ - base)) {
+    return Status::Error(StrFormat("%s: batch of %zu tokens does not fit: n_past %d + %d pending "
+                                   "+ %zu > n_ctx %d",
+                                   what, tokens.size(), n_past_, base, tokens.size(), n_ctx_));
   }
-  bool chain = true;
+  bool chain = base == 0 || s.pending_is_chain;
   for (int i = 0; i < n; ++i) {
     if (tokens[i] < 0 || tokens[i] >= c.n_vocab) {
-      return Status::Error(StrFormat("Forward: token %d at batch index %d is outside the "
+      return Status::Error(StrFormat("%s: token %d at batch index %d is outside the "
                                      "vocabulary [0, %d)",
-                                     tokens[i], i, c.n_vocab));
+                                     what, tokens[i], i, c.n_vocab));
     }
-    if (parents[i] < -1 || parents[i] >= i) {
+    if (parents[i] < -1 || parents[i] >= base + i) {
       return Status::Error(StrFormat(
-          "Forward: parents[%d] = %d, expected -1 or an earlier index (< %d)", i, parents[i], i));
+          "%s: parents[%d] = %d, expected -1 or an earlier pending node (< %d)", what, i,
+          parents[i], base + i));
     }
-    chain = chain && parents[i] == i - 1;
+    chain = chain && parents[i] == base + i - 1;
   }
 
   // Grow scratch to this batch size.
   if (n > s.capacity) {
-    const int nt = pool_ ? pool_->size() : 1;
     const size_t N = static_cast<size_t>(n);
     s.x.resize(N * c.n_embd);
     s.xn.resize(N * std::max(c.n_embd, s.q_dim));
@@ -164,30 +180,36 @@ Status Context::Forward(std::span<const int32_t> tokens, std::span<const int32_t
     s.logits.resize(N * c.n_vocab);
     s.rope.resize(N * c.n_rot);
     if (s.rope_swa_differs) s.rope_swa.resize(N * c.n_rot);
-    s.parents.resize(N);
-    s.depth.resize(N);
-    s.ancestors.resize(N * nt);
     s.capacity = n;
   }
-  n_batch_ = 0;  // logits are invalid until this pass completes
+  if (base + n > s.anc_capacity) {
+    const int nt = pool_ ? pool_->size() : 1;
+    s.anc_capacity = base + n;
+    s.parents.resize(s.anc_capacity);
+    s.depth.resize(s.anc_capacity);
+    s.ancestors.resize(static_cast<size_t>(s.anc_capacity) * nt);
+  }
+  n_batch_ = 0;  // logits are invalid until this pass completes (nothing fails past here)
   s.pending = false;
+  s.n_pending = base;
 
   const int half_rot = c.n_rot / 2;
-  // cos and sin of token i's angles for a RoPE base and scale (times rope.scaling.attn_factor,
+  // cos and sin of pending node g's angles for a RoPE base and scale (times rope.scaling.attn_factor,
   // as ggml scales both).
-  auto rope_angles = [&](int i, float base, float scale, float* cs) {
-    RopeCosSin(n_past_ + s.depth[i], c.n_rot, base, scale, s.rope_factors, cs, cs + half_rot);
+  auto rope_angles = [&](int g, float base, float scale, float* cs) {
+    RopeCosSin(n_past_ + s.depth[g], c.n_rot, base, scale, s.rope_factors, cs, cs + half_rot);
     if (c.rope_attn_factor != 1.0f) {
       for (int d = 0; d < c.n_rot; ++d) cs[d] *= c.rope_attn_factor;
     }
   };
   for (int i = 0; i < n; ++i) {
-    s.parents[i] = parents[i];
-    s.depth[i] = parents[i] < 0 ? 0 : s.depth[parents[i]] + 1;
+    const int g = base + i;
+    s.parents[g] = parents[i];
+    s.depth[g] = parents[i] < 0 ? 0 : s.depth[parents[i]] + 1;
     const size_t at = static_cast<size_t>(i) * c.n_rot;
-    rope_angles(i, c.rope_freq_base, c.rope_freq_scale, s.rope.data() + at);
+    rope_angles(g, c.rope_freq_base, c.rope_freq_scale, s.rope.data() + at);
     if (s.rope_swa_differs) {
-      rope_angles(i, c.rope_freq_base_swa, c.rope_freq_scale_swa, s.rope_swa.data() + at);
+      rope_angles(g, c.rope_freq_base_swa, c.rope_freq_scale_swa, s.rope_swa.data() + at);
     }
     float* x = s.x.data() + static_cast<size_t>(i) * c.n_embd;
     GetRow(model_.token_embd(), tokens[i], x);
@@ -216,9 +238,9 @@ Status Context::Forward(std::span<const int32_t> tokens, std::span<const int32_t
     const float* rope = window > 0 && s.rope_swa_differs ? s.rope_swa.data() : s.rope.data();
     float* k_layer = s.k_cache.data() + l * layer_kv;
     float* v_layer = s.v_cache.data() + l * layer_kv;
-    // The batch's K/V rows go straight into their (pending) cache slots n_past + i.
-    float* k_new = k_layer + static_cast<size_t>(n_past_) * s.kv_dim;
-    float* v_new = v_layer + static_cast<size_t>(n_past_) * s.kv_dim;
+    // The batch's K/V rows go straight into their (pending) cache slots n_past + base + i.
+    float* k_new = k_layer + static_cast<size_t>(n_past_ + base) * s.kv_dim;
+    float* v_new = v_layer + static_cast<size_t>(n_past_ + base) * s.kv_dim;
 
     ForTokens(pool_, n, c.n_embd, [&](int i) {
       RmsNorm(s.x.data() + i * c.n_embd, L.attn_norm, c.n_embd, c.rms_eps,
@@ -263,7 +285,7 @@ Status Context::Forward(std::span<const int32_t> tokens, std::span<const int32_t
     const int n_tasks = n_blocks * c.n_head_kv;
     auto attend = [&](int t0, int t1, int thread_idx) {
       float* scores = s.scores.data() + static_cast<size_t>(thread_idx) * s.scores_per_thread;
-      const float** anc = s.ancestors.data() + static_cast<size_t>(thread_idx) * s.capacity;
+      const float** anc = s.ancestors.data() + static_cast<size_t>(thread_idx) * s.anc_capacity;
       for (int task = t0; task < t1; ++task) {
         const int g = task % c.n_head_kv;
         const int i0 = (task / c.n_head_kv) * s.block, i1 = std::min(n, i0 + s.block);
@@ -287,10 +309,11 @@ Status Context::Forward(std::span<const int32_t> tokens, std::span<const int32_t
         // the query's position p = n_past + depth; without one, all of them). Key tiles start
         // at the block's first visible key; each row takes its part of a tile.
         auto first_key = [&](int i) {
-          return window == 0 ? 0 : std::clamp(n_past_ + s.depth[i] - window + 1, 0, n_past_);
+          return window == 0 ? 0
+                             : std::clamp(n_past_ + s.depth[base + i] - window + 1, 0, n_past_);
         };
         auto first_anc = [&](int i) {
-          return window == 0 ? 0 : std::max(0, s.depth[i] + 1 - window);
+          return window == 0 ? 0 : std::max(0, s.depth[base + i] + 1 - window);
         };
         auto row_first_key = [&](int m) { return first_key(i0 + m / group); };
         int block_first_key = n_past_;
@@ -304,10 +327,11 @@ Status Context::Forward(std::span<const int32_t> tokens, std::span<const int32_t
                      kq_scale, row(m) + j);
           }
         }
-        // i's ancestors and i itself, in increasing batch order: their K / V rows.
+        // Row i's pending ancestors and itself, root first: their K / V rows (depth order is
+        // position order, whichever pass and slot each came from).
         auto ancestors = [&](int i, const float* head) {
-          const int n_anc = s.depth[i] + 1;
-          for (int j = i, k = n_anc - 1; j >= 0; j = s.parents[j], --k) {
+          const int n_anc = s.depth[base + i] + 1;
+          for (int j = base + i, k = n_anc - 1; j >= 0; j = s.parents[j], --k) {
             anc[k] = head + static_cast<size_t>(n_past_ + j) * s.kv_dim;
           }
           return n_anc;
@@ -387,15 +411,18 @@ Status Context::Forward(std::span<const int32_t> tokens, std::span<const int32_t
   n_batch_ = n;
   s.pending = true;
   s.pending_is_chain = chain;
+  s.n_pending = base + n;
   return Status::Ok();
 }
+
+int Context::n_pending() const { return impl_->pending ? impl_->n_pending : 0; }
 
 void Context::KeepPath(std::span<const int32_t> path) {
   Impl& s = *impl_;
   GOOSE_CHECK(s.pending);
-  GOOSE_CHECK(path.size() <= static_cast<size_t>(n_batch_));
+  GOOSE_CHECK(path.size() <= static_cast<size_t>(s.n_pending));
   for (size_t j = 0; j < path.size(); ++j) {
-    GOOSE_CHECK(path[j] >= 0 && path[j] < n_batch_);
+    GOOSE_CHECK(path[j] >= 0 && path[j] < s.n_pending);
     GOOSE_CHECK(s.parents[path[j]] == (j == 0 ? -1 : path[j - 1]));
   }
   // In place, increasing j: each source slot n_past + path[j] >= its destination n_past + j,
@@ -420,7 +447,7 @@ void Context::KeepPath(std::span<const int32_t> path) {
 
 void Context::KeepAll() {
   GOOSE_CHECK(impl_->pending && impl_->pending_is_chain);
-  n_past_ += n_batch_;
+  n_past_ += impl_->n_pending;
   impl_->pending = false;
 }
 

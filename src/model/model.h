@@ -23,6 +23,12 @@
 //   KeepPath(path) commits the root-to-node path `path` (batch indices, path[0] a root, each the
 //   parent of the next) by compacting those slots in place and drops the rest; Truncate(n)
 //   drops committed entries at positions >= n. Forward without KeepPath leaves nothing committed.
+// - ForwardExtend(tokens, parents) scores a further batch *on top of* the pending nodes (a draft
+//   model growing its tree pass by pass): pending nodes are numbered across passes (the first
+//   pass's rows 0..N1-1, the next pass's N1.., ...), row i of this batch is pending node
+//   n_pending() + i, and parents[i] is -1 or any earlier pending node. logits(i) are this
+//   batch's rows; KeepPath then takes a path in the numbering of all pending nodes. Forward
+//   (not Extend) drops whatever was pending first. The bit-identity holds across passes.
 // - Errors: Forward returns a Status if the batch does not fit the context or is malformed.
 // - Not thread-safe: one Context per sequence; it owns its scratch buffers.
 #pragma once
@@ -117,6 +123,8 @@ class Context {
   ~Context();
 
   Status Forward(std::span<const int32_t> tokens, std::span<const int32_t> parents);
+  // See the contract: extends the pending tree (with nothing pending it is Forward).
+  Status ForwardExtend(std::span<const int32_t> tokens, std::span<const int32_t> parents);
   // Convenience: Forward with parents[i] = i - 1 (a causal chain continuing the committed
   // prefix). Like Forward it commits nothing; KeepAll() (or KeepPath) commits.
   Status ForwardChain(std::span<const int32_t> tokens);
@@ -124,11 +132,13 @@ class Context {
   // Logits of batch row i of the last Forward: [n_vocab].
   const float* logits(int i) const;
   int n_batch() const { return n_batch_; }
+  // Nodes scored since the last commit (all passes of a ForwardExtend series), 0 after a commit.
+  int n_pending() const;
 
   // KeepPath/KeepAll/Truncate take engine-computed arguments: misuse (no pending batch, a path
   // that is not a root-to-node path, n_past out of range) is a GOOSE_CHECK failure.
   void KeepPath(std::span<const int32_t> path);
-  // Commits every row of the last batch, which must have been a chain (e.g. a prefill).
+  // Commits every pending node, which must form one chain (e.g. a prefill).
   void KeepAll();
   void Truncate(int n_past);
 
@@ -144,6 +154,8 @@ class Context {
   int n_past_ = 0;
   int n_batch_ = 0;
   std::unique_ptr<Impl> impl_;
+  Status ForwardPending(std::span<const int32_t> tokens, std::span<const int32_t> parents,
+                        bool extend);
 };
 
 }  // namespace goose

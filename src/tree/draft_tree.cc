@@ -17,6 +17,12 @@ const char* NodeSourceName(NodeSource s) {
       return "branch";
     case NodeSource::kChain:
       return "chain";
+    case NodeSource::kDraft:
+      return "draft";
+    case NodeSource::kGraftContext:
+      return "graft_context";
+    case NodeSource::kGraftTable:
+      return "graft_table";
   }
   return "unknown";
 }

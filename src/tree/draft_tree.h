@@ -10,8 +10,18 @@
 
 namespace goose {
 
-enum class NodeSource : uint8_t { kRoot = 0, kSpine = 1, kBranch = 2, kChain = 3 };
-constexpr int kNumSources = 4;
+// kDraft: a draft model's token; kGraftContext / kGraftTable: a context-match / transition-table
+// token grafted into a draft-model tree (Graft, docs/methods.md §3.9).
+enum class NodeSource : uint8_t {
+  kRoot = 0,
+  kSpine = 1,
+  kBranch = 2,
+  kChain = 3,
+  kDraft = 4,
+  kGraftContext = 5,
+  kGraftTable = 6,
+};
+constexpr int kNumSources = 7;
 const char* NodeSourceName(NodeSource s);
 
 // What verifying a tree of `nodes` nodes costs: seconds of one target pass (a point of the

@@ -19,6 +19,8 @@ const char* RouteName(Route r) {
       return "branch_tree";
     case Route::kSpineTree:
       return "spine_tree";
+    case Route::kDraftTree:
+      return "draft_tree";
   }
   return "?";
 }
@@ -69,6 +71,16 @@ void AccumulateStats(const DraftTree& tree, Route route, const AcceptResult& res
   }
 }
 
+void AccumulateDraftWork(const DraftWork& work, SpecStats* stats) {
+  if (work.passes <= 0) return;
+  ++stats->draft_cycles;
+  stats->draft_passes += work.passes;
+  stats->draft_rows += work.rows;
+  stats->draft_seconds += work.seconds;
+  stats->pruned_slots += work.pruned_slots;
+  ++stats->draft_passes_cycles[std::min(work.passes, SpecStats::kMaxDraftPasses)];
+}
+
 void SpecStats::Merge(const SpecStats& o) {
   auto add = [](int64_t* dst, const int64_t* src, int count) {
     for (int i = 0; i < count; ++i) dst[i] += src[i];
@@ -91,6 +103,12 @@ void SpecStats::Merge(const SpecStats& o) {
   branch_parents_reached += o.branch_parents_reached;
   spine_continuation_cycles += o.spine_continuation_cycles;
   spine_continuation_tokens += o.spine_continuation_tokens;
+  draft_cycles += o.draft_cycles;
+  draft_passes += o.draft_passes;
+  draft_rows += o.draft_rows;
+  draft_seconds += o.draft_seconds;
+  pruned_slots += o.pruned_slots;
+  add(draft_passes_cycles, o.draft_passes_cycles, kMaxDraftPasses + 1);
 }
 
 void SpecStats::Scale(double f) {
@@ -162,7 +180,26 @@ std::string SpecStats::Summary() const {
       static_cast<long long>(accepted[ch]), static_cast<long long>(reached[ch]),
       static_cast<long long>(drafted[ch]), rate(accepted[ch], reached[ch]),
       static_cast<long long>(spine_continuation_cycles),
-      static_cast<long long>(spine_continuation_tokens));
+      static_cast<long long>(spine_continuation_tokens)) + DraftSummary();
+}
+
+std::string SpecStats::DraftSummary() const {
+  if (draft_cycles == 0) return "";
+  auto rate = [](int64_t a, int64_t b) { return b > 0 ? static_cast<double>(a) / b : 0.0; };
+  const int dr = static_cast<int>(NodeSource::kDraft);
+  const int gc = static_cast<int>(NodeSource::kGraftContext);
+  const int gt = static_cast<int>(NodeSource::kGraftTable);
+  const double n = static_cast<double>(draft_cycles);
+  return StrFormat(
+      " | draft %lld/%lld/%lld (%.3f) graft context %lld/%lld/%lld (%.3f) table "
+      "%lld/%lld/%lld (%.3f) | draft passes/cycle %.2f, %.2f ms/cycle, pruned slots/cycle %.2f",
+      static_cast<long long>(accepted[dr]), static_cast<long long>(reached[dr]),
+      static_cast<long long>(drafted[dr]), rate(accepted[dr], reached[dr]),
+      static_cast<long long>(accepted[gc]), static_cast<long long>(reached[gc]),
+      static_cast<long long>(drafted[gc]), rate(accepted[gc], reached[gc]),
+      static_cast<long long>(accepted[gt]), static_cast<long long>(reached[gt]),
+      static_cast<long long>(drafted[gt]), rate(accepted[gt], reached[gt]), draft_passes / n,
+      1e3 * draft_seconds / n, pruned_slots / n);
 }
 
 }  // namespace goose

@@ -13,6 +13,10 @@
 //   accepted_rank[kBranch][k] / branch_parents_reached (path nodes, root included, with at
 //   least one branch child).
 // - Chain-route / PLD nodes are tagged kChain and so never mix into the spine/branch rates.
+// - Draft-model methods (Graft, docs/methods.md §3.9) also report what drafting cost: per
+//   cycle a DraftWork (draft passes, rows they scored, seconds, verify slots the pruned draft
+//   tree left free), added by AccumulateDraftWork. Grafted slots are the kGraftContext and
+//   kGraftTable nodes, so their acceptance is in drafted / reached / accepted.
 // - The spine EMA (docs/methods.md §3.6.3) is not kept here; the paper GOOSE drafter owns it.
 // - Plain data; Merge() adds another instance (per request -> global).
 #pragma once
@@ -27,14 +31,30 @@
 
 namespace goose {
 
-enum class Route : uint8_t { kAr = 0, kChain = 1, kBranchTree = 2, kSpineTree = 3 };
-constexpr int kNumRoutes = 4;
+// kDraftTree: a draft model's tree (with grafted retrieval nodes, if any).
+enum class Route : uint8_t {
+  kAr = 0,
+  kChain = 1,
+  kBranchTree = 2,
+  kSpineTree = 3,
+  kDraftTree = 4,
+};
+constexpr int kNumRoutes = 5;
 const char* RouteName(Route r);
+
+// What a draft-model drafter spent on one cycle (Proposal::work); all zero for other methods.
+struct DraftWork {
+  int passes = 0;        // draft-model forward passes (the catch-up pass included)
+  int rows = 0;          // tokens those passes scored
+  double seconds = 0;    // wall time of drafting: the passes and choosing what to draft
+  int pruned_slots = 0;  // verify slots the pruned draft tree left free (budget - 1 - its nodes)
+};
 
 struct SpecStats {
   static constexpr int kMaxDepth = 128;
   static constexpr int kMaxRank = 16;
   static constexpr int kMaxTreeNodes = 128;
+  static constexpr int kMaxDraftPasses = 32;
 
   int64_t cycles = 0;
   int64_t route_cycles[kNumRoutes] = {};
@@ -59,6 +79,14 @@ struct SpecStats {
   int64_t spine_continuation_cycles = 0;
   int64_t spine_continuation_tokens = 0;
 
+  // Draft-model work (DraftWork), over the cycles a draft model drafted (draft_cycles).
+  int64_t draft_cycles = 0;
+  int64_t draft_passes = 0;
+  int64_t draft_rows = 0;
+  double draft_seconds = 0;
+  int64_t pruned_slots = 0;
+  int64_t draft_passes_cycles[kMaxDraftPasses + 1] = {};  // cycles by draft passes (clamped)
+
   void Merge(const SpecStats& other);
   // Every counter times `factor` (rounded down): older evidence counts less (persisted history).
   void Scale(double factor);
@@ -68,10 +96,14 @@ struct SpecStats {
   double MeanTreeNodes() const;
   // One-line human summary for logs.
   std::string Summary() const;
+  // The draft-model part of Summary() ("" when no draft model drafted).
+  std::string DraftSummary() const;
 };
 
 void AccumulateStats(const DraftTree& tree, Route route, const AcceptResult& result,
                      SpecStats* stats);
+// Adds one cycle's draft-model work; a cycle without draft passes adds nothing.
+void AccumulateDraftWork(const DraftWork& work, SpecStats* stats);
 
 // What the cycles run at each budget chosen by --budget auto delivered: the cycles, the tokens
 // they committed and the sizes their trees came out at (a tree may stop short of its budget).

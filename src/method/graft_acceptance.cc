@@ -1,0 +1,123 @@
+#include "method/graft_acceptance.h"
+
+#include <algorithm>
+
+namespace goose {
+
+namespace {
+constexpr double kPriorWeight = 4.0;
+constexpr double kContextPrior[GraftAcceptance::kContextClasses] = {0.8, 0.6, 0.5};
+constexpr double kEma = 1.0 / 16;
+// Prior factor for a retrieved token the draft model saw and did not rank in its top-k.
+constexpr double kOverruled = 0.25;
+
+double BinMid(int bin) { return (bin + 0.5) / GraftAcceptance::kBins; }
+}  // namespace
+
+double GraftAcceptance::Count::Rate(double prior) const {
+  return (static_cast<double>(accepted) + kPriorWeight * prior) /
+         (static_cast<double>(reached) + kPriorWeight);
+}
+
+int GraftAcceptance::Bin(float p) {
+  if (!(p > 0.0f)) return 0;
+  return std::min(kBins - 1, static_cast<int>(p * kBins));
+}
+
+double GraftAcceptance::Draft(float p, bool context_agrees, bool table_agrees) const {
+  const int b = Bin(p);
+  const double f = 0.9 + 0.1 * context_agrees + 0.1 * table_agrees;
+  return draft_[context_agrees][table_agrees][b].Rate(std::min(1.0, f * BinMid(b)));
+}
+
+double GraftAcceptance::Context(int cls, int depth, bool overruled) const {
+  cls = std::clamp(cls, 0, kContextClasses - 1);
+  depth = std::clamp(depth, 1, kCtxDepth);
+  double prior = kContextPrior[cls] * (overruled ? kOverruled : 1.0);
+  for (int d = 1; d <= depth; ++d) prior = context_[overruled][cls][d].Rate(prior);
+  return prior;
+}
+
+double GraftAcceptance::Table(int tier, float score, bool overruled) const {
+  tier = std::clamp(tier, 0, kTiers - 1);
+  const int b = Bin(score);
+  return table_[overruled][tier][b].Rate(0.5 * BinMid(b) * (overruled ? kOverruled : 1.0));
+}
+
+double GraftAcceptance::DraftTop() const { return draft_top_.Rate(0.6); }
+
+void GraftAcceptance::RecordDraft(float p, bool context_agrees, bool table_agrees,
+                                  bool accepted) {
+  Count& c = draft_[context_agrees][table_agrees][Bin(p)];
+  ++c.reached;
+  c.accepted += accepted;
+}
+
+void GraftAcceptance::RecordContext(int cls, int depth, bool overruled, bool accepted) {
+  Count& c = context_[overruled][std::clamp(cls, 0, kContextClasses - 1)]
+                     [std::clamp(depth, 1, kCtxDepth)];
+  ++c.reached;
+  c.accepted += accepted;
+}
+
+void GraftAcceptance::RecordTable(int tier, float score, bool overruled, bool accepted) {
+  Count& c = table_[overruled][std::clamp(tier, 0, kTiers - 1)][Bin(score)];
+  ++c.reached;
+  c.accepted += accepted;
+}
+
+void GraftAcceptance::RecordDraftTop(bool accepted) {
+  ++draft_top_.reached;
+  draft_top_.accepted += accepted;
+}
+
+void DraftTiming::AddPass(double seconds, int rows) {
+  constexpr double kKeep = 1.0 - 1.0 / 32;
+  ++passes;
+  n_ = kKeep * n_ + 1;
+  sr_ = kKeep * sr_ + rows;
+  st_ = kKeep * st_ + seconds;
+  srr_ = kKeep * srr_ + static_cast<double>(rows) * rows;
+  srt_ = kKeep * srt_ + rows * seconds;
+}
+
+void DraftTiming::Fit(double* a, double* b) const {
+  *a = *b = 0;
+  if (n_ <= 0) return;
+  const double var = srr_ - sr_ * sr_ / n_;
+  // Rows of (nearly) one size: no slope to be had; the mean pass.
+  if (var <= 1e-9 * std::max(1.0, srr_)) {
+    *a = st_ / n_;
+    return;
+  }
+  *b = std::max(0.0, (srt_ - sr_ * st_ / n_) / var);
+  *a = std::max(0.0, (st_ - *b * sr_) / n_);
+}
+
+double DraftTiming::PassSeconds(int rows) const {
+  double a, b;
+  Fit(&a, &b);
+  return a + b * rows;
+}
+
+double DraftTiming::RowSeconds() const {
+  double a, b;
+  Fit(&a, &b);
+  return b;
+}
+
+void DraftTiming::AddCycle(double seconds, int tokens) {
+  if (cycles++ == 0) {
+    cycle_seconds = seconds;
+    cycle_tokens = tokens;
+    return;
+  }
+  cycle_seconds += kEma * (seconds - cycle_seconds);
+  cycle_tokens += kEma * (tokens - cycle_tokens);
+}
+
+double DraftTiming::TokensPerSecond() const {
+  return cycles > 0 && cycle_seconds > 0 ? cycle_tokens / cycle_seconds : 0.0;
+}
+
+}  // namespace goose
