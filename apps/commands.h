@@ -19,6 +19,7 @@ Runner AddTokenizeCommand(CLI::App& app);
 Runner AddSynthCommand(CLI::App& app);
 Runner AddBenchVerifyCommand(CLI::App& app);
 Runner AddBenchCommand(CLI::App& app);
+Runner AddServeCommand(CLI::App& app);
 
 // Model path to use when -m is not given: shared/models/stories260K.gguf next to the checkout
 // the executable is in (<exe dir>/../../shared), else next to the source tree it was built from;
