@@ -19,10 +19,11 @@ namespace {
 using nlohmann::json;
 
 constexpr const char* kPrompt = "Once upon a time";
+// Two slots on a pool of two threads: their forward passes must take turns on it.
 const ServerOptions kTwoSlots = [] {
   ServerOptions o;
   o.n_parallel = 2;
-  o.n_threads = 1;
+  o.n_threads = 2;
   return o;
 }();
 
