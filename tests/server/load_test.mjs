@@ -39,7 +39,6 @@ async function request(k, s, stream) {
     const decoder = new TextDecoder();
     let buf = '';
     for await (const part of res.body) {
-      if (first === null) first = performance.now() - t0;
       buf += decoder.decode(part, { stream: true });
       let at;
       while ((at = buf.indexOf('\n\n')) >= 0) {
@@ -49,6 +48,7 @@ async function request(k, s, stream) {
         const j = JSON.parse(event.slice(6));
         if (j.error) return { ok: false, why: JSON.stringify(j.error) };
         if (j.choices.length) text += j.choices[0].text;
+        if (first === null && text.length > 0) first = performance.now() - t0;
         if (j.usage) tokens = j.usage.completion_tokens;
       }
     }
@@ -78,7 +78,7 @@ console.log(`requests: ${results.length} (${clients} clients x ${requests}), fai
             `${failed.length}, wall ${wall.toFixed(1)} s, ${(tokens / wall).toFixed(1)} tok/s`);
 console.log(`latency ms: p50 ${pct(ms, 0.5).toFixed(0)}, p90 ${pct(ms, 0.9).toFixed(0)}, ` +
             `p99 ${pct(ms, 0.99).toFixed(0)}, max ${ms[ms.length - 1].toFixed(0)}; ` +
-            `first byte (streamed) p50 ${pct(firsts, 0.5).toFixed(0)}, ` +
+            `first text (streamed) p50 ${pct(firsts, 0.5).toFixed(0)}, ` +
             `p99 ${pct(firsts, 0.99).toFixed(0)}`);
 for (const f of failed.slice(0, 5)) console.log(`failure: ${f.why}`);
 process.exit(failed.length === 0 ? 0 : 1);
