@@ -229,8 +229,9 @@ std::optional<ApiError> ReadMessages(const json& obj, CompletionRequest* r) {
   if (!m->is_array()) {
     return Invalid("messages", StrFormat("'messages' must be an array, not %s", TypeName(*m)));
   }
-  if (m->empty())
+  if (m->empty()) {
     return Invalid("messages", "'messages' is empty: a chat needs at least one message");
+  }
   for (size_t i = 0; i < m->size(); ++i) {
     const json& msg = (*m)[i];
     const std::string where = StrFormat("messages[%zu]", i);

@@ -213,8 +213,9 @@ std::optional<ChatTemplate> DetectChatTemplate(std::string_view jinja) {
 }
 
 StatusOr<std::string> RenderChat(const ChatTemplate& tmpl, std::span<const ChatMessage> messages) {
-  if (messages.empty())
+  if (messages.empty()) {
     return Status::Error("messages is empty: a chat needs at least one message");
+  }
   std::vector<ChatMessage> norm(messages.begin(), messages.end());
   for (size_t i = 0; i < norm.size(); ++i) {
     std::string& role = norm[i].role;

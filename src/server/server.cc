@@ -77,8 +77,9 @@ StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options) {
     return Status::Error(StrFormat("--parallel %d is outside 1..256", o.n_parallel));
   }
   if (o.max_queue < 0) return Status::Error("--max-queue must not be negative");
-  if (o.port < 0 || o.port > 65535)
+  if (o.port < 0 || o.port > 65535) {
     return Status::Error(StrFormat("--port %d is outside 0..65535", o.port));
+  }
   if (o.timeout_seconds < 1) return Status::Error("--timeout must be at least 1 second");
   if (o.max_body_bytes < 1024) return Status::Error("the body limit must be at least 1024 bytes");
   if (Status st = ParseSpecVariant(o.spec, &impl->default_spec); !st.ok()) {
@@ -122,8 +123,7 @@ StatusOr<int> Server::Start() {
   }
   if (port <= 0) {
     return Status::Error(
-        StrFormat("cannot listen on %s:%d (in use, or not an address of this "
-                  "machine?)",
+        StrFormat("cannot listen on %s:%d (in use, or not an address of this machine?)",
                   s.opts.host.c_str(), s.opts.port));
   }
   s.listen_thread = std::thread([&s] {
@@ -173,17 +173,18 @@ void Server::Impl::Load() {
     l.chat->family = *ChatFamilyByName(opts.chat_template);
   } else if (auto jinja = model.gguf().GetString("tokenizer.chat_template")) {
     l.chat = DetectChatTemplate(*jinja);
-    if (!l.chat)
+    if (!l.chat) {
       l.chat_missing =
           "the model's chat template (tokenizer.chat_template) is not one goose recognises";
+    }
   } else {
     l.chat_missing = "the model has no chat template (tokenizer.chat_template)";
   }
-  if (l.chat) {
-    if (!l.specials.TokenText(tok.bos()).empty())
-      l.chat->bos_text = l.specials.TokenText(tok.bos());
-    if (!l.specials.TokenText(tok.eos()).empty())
-      l.chat->eos_text = l.specials.TokenText(tok.eos());
+  if (l.chat) {  // the turn markers Llama-2 and Mistral prompts write, as this vocabulary has them
+    const std::string& bos = l.specials.TokenText(tok.bos());
+    const std::string& eos = l.specials.TokenText(tok.eos());
+    if (!bos.empty()) l.chat->bos_text = bos;
+    if (!eos.empty()) l.chat->eos_text = eos;
   }
   l.n_ctx = ContextSize(model.config(), opts.n_ctx);
   l.pool = std::make_unique<ThreadPool>(opts.n_threads > 0 ? opts.n_threads
@@ -276,8 +277,9 @@ void Server::Impl::SetUpRoutes() {
   http.set_tcp_nodelay(true);
 
   http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    if (opts.api_key.empty() || req.path == "/health")
+    if (opts.api_key.empty() || req.path == "/health") {
       return httplib::Server::HandlerResponse::Unhandled;
+    }
     const std::string auth = req.get_header_value("Authorization");
     constexpr std::string_view kBearer = "Bearer ";
     const bool ok = auth.size() >= kBearer.size() &&

@@ -39,6 +39,8 @@ namespace goose::server {
 
 struct ServerOptions {
   std::string model_path;
+  // (Draft-model methods add their -md path here; Impl::Load loads it beside the target and
+  // every slot's Engine gets it through its DrafterEnv.)
   std::string host = "127.0.0.1";
   int port = 8080;             // 0: any free port (tests)
   int n_parallel = 1;          // slots
@@ -71,7 +73,7 @@ class Server {
 
   // Binds and starts answering; returns the bound port.
   StatusOr<int> Start();
-  // Blocks until the model has loaded (Ok) or failed to (why).
+  // After Start(): blocks until the model has loaded (Ok) or failed to (why).
   Status WaitUntilLoaded();
   void Shutdown();
   // Cancels every generation now instead of waiting for the grace period (a second Ctrl-C).
