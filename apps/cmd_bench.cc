@@ -23,7 +23,7 @@ namespace goose::cli {
 namespace {
 
 struct BenchFlags {
-  std::string model, data_dir, out = "bench-out", cost_model;
+  std::string model, data_dir, out = "bench-out", cost_model, cost_curve;
   std::vector<std::string> data = {"spec_bench", "mt_bench", "humaneval", "gsm8k", "alpaca_eval",
                                    "tinystories"};
   std::vector<std::string> methods = {"none", "pld", "tr", "balanced", "sequoia", "goose"};
@@ -104,6 +104,11 @@ int RunBenchCommand(const BenchFlags& f) {
   if (!cal.ok()) return Fail(cal.status().message());
   if (!cal->note.empty()) std::fprintf(stderr, "goose: %s\n", cal->note.c_str());
   opt.model_cost = cal->curve;
+  if (!f.cost_curve.empty()) {
+    auto curve = ReadCostCurve(f.cost_curve);
+    if (!curve.ok()) return Fail(curve.status().message());
+    opt.cost_model_cost = *curve;
+  }
   if (!f.cost_model.empty()) {
     auto cm = Model::Load(f.cost_model);
     if (!cm.ok()) return Fail(cm.status().message());
@@ -144,6 +149,8 @@ int RunBenchCommand(const BenchFlags& f) {
                    {"threads", pool.size()},
                    {"cost_model", f.cost_model.empty() ? nlohmann::json(nullptr)
                                                        : nlohmann::json(f.cost_model)},
+                   {"cost_curve", f.cost_curve.empty() ? nlohmann::json(nullptr)
+                                                       : nlohmann::json(f.cost_curve)},
                    {"cost_cache", cal->cache_path},
                    {"cost_from_cache", cal->from_cache}};
   j["wall_seconds"] =
@@ -198,7 +205,12 @@ Runner AddBenchCommand(CLI::App& app) {
   app.add_option("--temp", f->temp, "temperature (0 = greedy)")->check(CLI::Range(0.0, 100.0));
   app.add_option("--seed", f->seed, "sampling seed");
   app.add_option("--out", f->out, "output folder");
-  app.add_option("--cost-model", f->cost_model, "GGUF whose verify cost gives the projection");
+  auto* cm = app.add_option("--cost-model", f->cost_model,
+                            "GGUF whose verify cost gives the projection (and auto-cm's curve)");
+  app.add_option("--cost-curve", f->cost_curve,
+                 "a verify-cost curve saved as JSON (bench-verify --json, a cost cache file) to "
+                 "project onto instead of --cost-model")
+      ->excludes(cm);
   app.add_option("-t,--threads", f->threads, "threads, at most 64 (0 = all cores)")
       ->check(CLI::Range(0, 64));
   app.add_flag("--quiet", f->quiet, "no progress bar or table on the terminal");

@@ -12,7 +12,7 @@
 
 #include "commands.h"
 #include "engine/cost_cache.h"
-#include "engine/budget_chooser.h"
+#include "engine/learned_cache.h"
 #include "engine/engine.h"
 #include "engine/report.h"
 #include "method/method.h"
@@ -30,7 +30,8 @@ struct GenerateFlags {
   std::vector<int32_t> stop_tokens;
   float temp = 0.0f, top_p = 0.95f;
   uint64_t seed = 0;
-  bool json = false, ignore_eos = false, no_bos = false, has_prompt = false, recalibrate = false;
+  bool json = false, ignore_eos = false, no_bos = false, has_prompt = false, recalibrate = false,
+       no_table_cache = false;
 };
 
 // Reads the whole prompt file, which must be a regular, readable file.
@@ -126,17 +127,32 @@ int RunGenerate(const GenerateFlags& f) {
     return Fail(st.message());
   }
   ThreadPool pool(f.threads > 0 ? f.threads : ThreadPool::DefaultThreads());
-  Engine engine(model, n_ctx, &pool);
-  std::shared_ptr<BudgetChooser> chooser;
-  if (auto_budget) {  // calibrated once per model and machine (engine/cost_cache.h)
-    auto cal = LoadOrMeasureCost(model, path, &pool, f.recalibrate);
-    if (!cal.ok()) return Fail(cal.status().message());
-    chooser = std::make_shared<BudgetChooser>(ToCostSamples(cal->curve));
-    params.spec.choose_budget = [chooser](const SpecStats& h) { return (*chooser)(h); };
+  // What the method learned in earlier runs on this model (engine/learned_cache.h).
+  std::shared_ptr<LearnedCache> cache;
+  if (!f.no_table_cache) {
+    cache = std::make_shared<LearnedCache>(GooseCacheDir(), ModelFingerprint(model));
   }
-  // A cached table is meant to be used (and saved back), so this request keeps its table.
+  Engine engine(model, n_ctx, &pool, std::make_shared<LearnedStore>(cache));
+  auto warn_cache = [&cache] {
+    if (!cache) return;
+    for (const std::string& w : cache->TakeWarnings()) {
+      std::fprintf(stderr, "goose: warning: %s\n", w.c_str());
+    }
+  };
+  CostCalibration cal;
+  if (auto_budget) {  // calibrated once per model and machine (engine/cost_cache.h)
+    auto cal_or = LoadOrMeasureCost(model, path, &pool, f.recalibrate);
+    if (!cal_or.ok()) return Fail(cal_or.status().message());
+    cal = std::move(*cal_or);
+    if (!cal.note.empty()) std::fprintf(stderr, "goose: warning: %s\n", cal.note.c_str());
+    engine.SetCostCurve(ToCostSamples(cal.curve));
+    params.spec.auto_budget = true;
+  }
+  // A table file given by --tr-cache is meant to be used (and saved back): this request keeps
+  // its table, and the file wins over the table cache.
   if (!f.tr_cache.empty()) params.spec.keep_table = 1;
-  TransitionTable* table = engine.table(params.spec);
+  TransitionTable* table = engine.table(params.spec);  // (loads the cache)
+  warn_cache();
   if (!f.tr_cache.empty() && table && std::filesystem::exists(f.tr_cache)) {
     Status st = table->Load(f.tr_cache);
     if (!st.ok()) return Fail(st.message());
@@ -162,6 +178,11 @@ int RunGenerate(const GenerateFlags& f) {
     Status st = table->Save(f.tr_cache);
     if (!st.ok()) return Fail(st.message());
   }
+  // A failed save is a warning (the cache records it): the next run starts colder, that is all.
+  (void)engine.SaveLearned();
+  // Passes much faster than the cached curve says: it was measured on a busy machine.
+  if (auto_budget) (void)CheckObservedCosts(cal, engine.ObservedPassCosts());
+  warn_cache();
 
   nlohmann::json stats = GenerateStatsJson(r, static_cast<int>(prompt_tokens.size()));
   stats["method"] = f.spec;
@@ -221,6 +242,9 @@ Runner AddGenerateCommand(CLI::App& app) {
   app.add_option("--branch-k", f->branch_k, "children per node (--spec balanced only)")
       ->check(CLI::Range(1, 10));
   app.add_option("--tr-cache", f->tr_cache, "load/save the transition table from/to this file");
+  app.add_flag("--no-table-cache", f->no_table_cache,
+               "neither load nor save what the method learned in earlier runs (tables, "
+               "acceptance, budgets; kept per model under ~/.cache/goose)");
   app.add_flag("--ignore-eos", f->ignore_eos, "keep generating past end-of-sequence tokens");
   app.add_option("--stop-token", f->stop_tokens,
                  "also stop after this token id (repeatable, or comma-separated)")

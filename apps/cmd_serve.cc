@@ -24,6 +24,7 @@ struct ServeFlags {
   server::ServerOptions opts;
   std::string model;
   int max_body_mib = 4;
+  bool no_table_cache = false;
 };
 
 int RunServe(ServeFlags& f) {
@@ -31,6 +32,7 @@ int RunServe(ServeFlags& f) {
   o.model_path = ResolveModelPath(f.model);
   if (o.model_path.empty()) return 1;
   o.max_body_bytes = static_cast<size_t>(f.max_body_mib) << 20;
+  o.table_cache = !f.no_table_cache;
   const int n_parallel = o.n_parallel, n_ctx = o.n_ctx, chunk = o.prefill_chunk;
   o.check_model = [n_parallel, n_ctx, chunk](const Model& model) {
     // The largest batch is a prefill pass or a tree of at most 128 nodes.
@@ -122,6 +124,10 @@ Runner AddServeCommand(CLI::App& app) {
                      "request may choose another with \"goose\": {\"spec\": ...}");
   app.add_option("--budget", o.budget,
                  "tree node budget incl. root (0 = method default, auto = cost-aware)");
+  app.add_flag("--recalibrate", o.recalibrate, "--budget auto: re-measure the cached cost curve");
+  app.add_flag("--no-table-cache", f->no_table_cache,
+               "neither load nor save what the methods learned (tables, acceptance, budgets; "
+               "kept per model under ~/.cache/goose and shared with goose generate)");
   app.add_option("-c,--ctx-size", o.n_ctx, "context length per slot (0 = min(model, 4096))")
       ->check(CLI::Range(0, 1 << 20));
   app.add_option("-b,--batch-size", o.prefill_chunk,

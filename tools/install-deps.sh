@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages goose needs to build, test and plot. Idempotent; run as root.
 set -euo pipefail
+# clang + libfuzzer-14-dev: the fuzz targets (tools/run-fuzz.sh).
 pkgs=(cmake g++ make pkg-config googletest libgtest-dev libpcre2-dev nlohmann-json3-dev
-      libcli11-dev libcpp-httplib-dev zlib1g-dev gnuplot-nox)
+      libcli11-dev libcpp-httplib-dev zlib1g-dev gnuplot-nox clang libfuzzer-14-dev)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 # Node and npm run the server's tests with the official openai client (tests/server). Any

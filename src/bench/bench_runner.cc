@@ -241,7 +241,6 @@ StatusOr<json> RunBench(const Model& model, ThreadPool* pool, const std::vector<
   const std::vector<double> proj_cost = ExpandCostCurve(ToCostSamples(cost_model_curve));
   const int n_cfg = static_cast<int>(configs.size());
   std::vector<std::unique_ptr<Engine>> engines;
-  std::vector<std::unique_ptr<BudgetChooser>> choosers(n_cfg);
   std::vector<GenerateParams> params(n_cfg);
   for (int c = 0; c < n_cfg; ++c) {
     engines.push_back(std::make_unique<Engine>(model, n_ctx, pool));
@@ -255,15 +254,13 @@ StatusOr<json> RunBench(const Model& model, ThreadPool* pool, const std::vector<
     if (configs[c].budget == kAutoBudget || configs[c].budget == kAutoCostModelBudget) {
       const bool on_cost_model = configs[c].budget == kAutoCostModelBudget;
       if (on_cost_model && opt.cost_model_cost.empty()) {
-        return Status::Error("budget auto-cm needs --cost-model");
+        return Status::Error("budget auto-cm needs --cost-model or --cost-curve");
       }
       if (!on_cost_model && opt.model_cost.empty()) {
         return Status::Error("--budget auto needs a cost curve");
       }
-      choosers[c] = std::make_unique<BudgetChooser>(
-          ToCostSamples(on_cost_model ? cost_model_curve : model_curve));
-      BudgetChooser* ch = choosers[c].get();
-      gp.spec.choose_budget = [ch](const SpecStats& h) { return (*ch)(h); };
+      engines[c]->SetCostCurve(ToCostSamples(on_cost_model ? cost_model_curve : model_curve));
+      gp.spec.auto_budget = true;
     }
   }
 
@@ -279,8 +276,7 @@ StatusOr<json> RunBench(const Model& model, ThreadPool* pool, const std::vector<
       std::vector<std::vector<int32_t>> outputs(n_cfg);
       for (int k = 0; k < n_cfg; ++k) {
         const int c = static_cast<int>((k + prompt_counter) % n_cfg);  // rotate per prompt
-        std::vector<int64_t> before;
-        if (choosers[c]) before = choosers[c]->chosen();
+        const std::vector<int64_t> before = engines[c]->ChosenBudgets(params[c].spec);
         auto r = engines[c]->Generate(prompts[s][i], params[c]);
         if (!r.ok()) {
           return Status::Error(sets[s].prompts[i].id + " (" + configs[c].Label() +
@@ -300,10 +296,18 @@ StatusOr<json> RunBench(const Model& model, ThreadPool* pool, const std::vector<
         cell.decode_seconds += r->decode_seconds;
         cell.prompt_tps.push_back(r->decode_seconds > 0 ? n_decoded / r->decode_seconds : 0);
         cell.stats.Merge(r->stats);
-        if (choosers[c]) {
-          const auto& after = choosers[c]->chosen();
-          cell.chosen.resize(after.size());
-          for (size_t b = 0; b < after.size(); ++b) cell.chosen[b] += after[b] - before[b];
+        if (params[c].spec.auto_budget) {
+          // The budgets the engine chose, or for a method that sizes its own trees the sizes
+          // they came out at.
+          std::vector<int64_t> after = engines[c]->ChosenBudgets(params[c].spec);
+          std::vector<int64_t> base = before;
+          if (MethodOf(params[c].spec).SizesOwnTrees(params[c].spec)) {
+            after.assign(r->stats.tree_nodes, r->stats.tree_nodes + SpecStats::kMaxTreeNodes + 1);
+            base.clear();
+          }
+          base.resize(after.size(), 0);
+          cell.chosen.resize(std::max(cell.chosen.size(), after.size()), 0);
+          for (size_t b = 0; b < after.size(); ++b) cell.chosen[b] += after[b] - base[b];
         }
         progress.Step(sets[s].label + " " + configs[c].Label());
       }

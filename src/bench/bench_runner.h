@@ -36,6 +36,8 @@
 
 namespace goose {
 
+// Budget --budget auto ("auto_budgets" in the results: the budgets chosen, or, for a method
+// that sizes its own trees, the tree sizes it chose).
 constexpr int kAutoBudget = -1;
 // `auto-cm`: the same chooser on the cost model's curve (--cost-model): the budgets it would
 // pick on that machine-and-model, so that its projected speedup is the honest one for auto.

@@ -197,7 +197,8 @@ StatusOr<std::vector<BenchPrompt>> LoadDataSet(const DataSpec& spec, const std::
     BenchPrompt p;
     p.id = spec.name + ":" + std::to_string(index);
     if (stories) {
-      // Convention 14: BOS + the first 48 tokens of the story (tokenized without BOS).
+      // Convention 14 (docs/methods.md §7): BOS + the first 48 tokens of the story (tokenized
+      // without BOS).
       std::vector<int32_t> ids = tok->Encode(text, false);
       if (ids.size() > static_cast<size_t>(kTinyStoriesPrefixTokens)) {
         ids.resize(kTinyStoriesPrefixTokens);

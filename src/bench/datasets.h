@@ -12,7 +12,8 @@
 //     humaneval    prompt     (gzip JSONL)
 //     gsm8k        question
 //     alpaca_eval  instruction (one JSON array; category = "dataset")
-//     tinystories  BOS + the first 48 tokens of the tokenized story (docs §9 convention 14);
+//     tinystories  BOS + the first 48 tokens of the tokenized story (docs/methods.md §7,
+//                  convention 14);
 //                  needs the model's tokenizer, so its prompts come as ids.
 // - Every malformed record is an error naming the file and the line (or array index) and what
 //   was wrong; an unreadable file names the file.

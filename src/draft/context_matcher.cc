@@ -1,4 +1,5 @@
-// ContextMatcher implementation: incremental first-occurrence n-gram index (§8.5).
+// ContextMatcher implementation: incremental first-occurrence n-gram index (docs/methods.md
+// §2.1 step 1).
 #include "draft/context_matcher.h"
 
 #include <algorithm>

@@ -1,4 +1,4 @@
-// ContextMatcher: the context-match (PLD / GOOSE spine) draft source, docs/algorithms.md §1.3, §3.1.
+// ContextMatcher: the context-match (PLD / GOOSE spine) draft source, docs/methods.md §2.1, §2.2.
 //
 // Contract
 // - The pool is every token appended so far (prompt incl. BOS, then committed tokens).
@@ -12,13 +12,13 @@
 // - Consensus: for the longest n whose n-gram occurred before, at least 2 occurrences and all of
 //   them followed by the same token.
 // - Confidence (exact rational arithmetic, convention 15): see Confidence().
-// - ProposeSpine (§1.3 steps 1-5): c = MatchConfidence(|S|, Consensus()); if c > 3/5, limit =
+// - ProposeSpine (§2.1 steps 1-5): c = MatchConfidence(|S|, Consensus()); if c > 3/5, limit =
 //   floor(max_extended_chain * c) and, while |chain| < limit, Propose(extra = chain) and append
 //   the whole continuation (up to max_chain). Convention 10: the chain is NOT cut back to the
 //   limit (it may end up to max_chain - 1 tokens past it); the tree builder cuts it at
 //   floor(B * r). Saturated cycles (c == 1): a continuation whose own confidence, evaluated on
 //   pool + chain before appending, is below 1 is appended and then extension stops.
-// - ProposePld follows the reference PLD code (§3.1): for n = max_n..min_n, the earliest window
+// - ProposePld follows the reference PLD code (§2.2): for n = max_n..min_n, the earliest window
 //   j equal to the last n pool tokens with j + n < |pool| - n (continuation starts before the
 //   query window) and j + n + num_tokens <= |pool| (the FULL continuation must exist; shorter
 //   ones are not returned). Because both are upper bounds on j, the earliest occurrence decides.
@@ -35,8 +35,8 @@ namespace goose {
 struct MatcherParams {
   std::vector<int> ngram_sizes = {5, 4, 3};  // longest first
   int max_chain = 20;          // tokens returned per match
-  int long_match = 8;          // LONG_MATCH of §1.3
-  int max_extended_chain = 100;  // MAX_EXTENDED_CHAIN of §1.3 step 5
+  int long_match = 8;          // long-match threshold of docs/methods.md §2.1 step 4
+  int max_extended_chain = 100;  // chain-extension cap of docs/methods.md §2.1 step 5
 };
 
 // A confidence value c = num / den in [0, 1], kept exact so budget arithmetic never rounds
@@ -51,8 +51,8 @@ struct Confidence {
   bool IsOne() const { return num == den && den != 0; }
 };
 
-// §1.3 step 4: len 0 -> 0; consensus -> 1; len >= long_match -> min(0.9, 0.7 + 0.2(len-8)/12);
-// else 0.6 * len / 8.
+// docs/methods.md §2.1 step 4: len 0 -> 0; consensus -> 1;
+// len >= long_match -> min(0.9, 0.7 + 0.2(len-8)/12); else 0.6 * len / 8.
 Confidence MatchConfidence(int chain_len, bool consensus, int long_match = 8);
 
 struct ContextMatch {
@@ -76,7 +76,7 @@ class ContextMatcher {
   ContextMatch Propose(std::span<const int32_t> extra = {}, int max_tokens = -1) const;
   // Consensus of the longest n-gram (of pool + extra) that occurred before.
   bool Consensus(std::span<const int32_t> extra = {}) const;
-  // §1.3 steps 1-5: match, confidence, and chain extension while c > 0.6. Returns the spine
+  // §2.1 steps 1-5: match, confidence, and chain extension while c > 0.6. Returns the spine
   // chain and its confidence (confidence of the initial match).
   struct Spine {
     std::vector<int32_t> tokens;
@@ -86,7 +86,7 @@ class ContextMatcher {
   };
   Spine ProposeSpine() const;
 
-  // PLD baseline (§3.1): n = max_n..min_n, earliest match, `num_tokens` continuation.
+  // PLD baseline (§2.2): n = max_n..min_n, earliest match, `num_tokens` continuation.
   std::vector<int32_t> ProposePld(int max_n = 3, int min_n = 1, int num_tokens = 10) const;
 
   size_t memory_bytes() const;

@@ -375,6 +375,32 @@ Status TransitionTable::Load(const std::string& path) {
                                      bi_ids_off + 4 * i));
     }
   }
+  // Scores as Harvest stores TopK's softmax: in [0, 1] (no NaN, no infinity) and, padding ids
+  // aside, non-increasing along a row, which the tree builders rely on (a huge score would
+  // overflow EdgeAcceptance::ScoreBin's integer bin).
+  auto check_scores = [&](const std::vector<int32_t>& ids, const std::vector<float>& scores,
+                          size_t scores_off, const char* tier) -> Status {
+    for (size_t row = 0; row * k < ids.size(); ++row) {
+      float prev = 1.0f;
+      for (size_t i = row * k; i < (row + 1) * k; ++i) {
+        if (!(scores[i] >= 0.0f && scores[i] <= 1.0f)) {
+          return Status::Error(StrFormat("%s: %s score %g at offset %zu is not in [0, 1]", p,
+                                         tier, scores[i], scores_off + 4 * i));
+        }
+        if (ids[i] < 0) continue;
+        if (scores[i] > prev) {
+          return Status::Error(StrFormat("%s: %s score %g at offset %zu is above the one before "
+                                         "it (rows are sorted by score)",
+                                         p, tier, scores[i], scores_off + 4 * i));
+        }
+        prev = scores[i];
+      }
+    }
+    return Status::Ok();
+  };
+  GOOSE_RETURN_IF_ERROR(check_scores(uni_ids, uni_scores, uni_ids_off + nk * 4, "unigram"));
+  GOOSE_RETURN_IF_ERROR(
+      check_scores(bi_ids, bi_scores, bi_ids_off + slots * k * 4, "bigram"));
   uni_ids_ = std::move(uni_ids);
   uni_scores_ = std::move(uni_scores);
   observed_ = std::move(observed);

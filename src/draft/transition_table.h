@@ -1,5 +1,5 @@
 // TransitionTable: Token Recycling's successor table (TR), with GOOSE's bigram tier
-// (docs/algorithms.md §1.4, §2.1, §8.5).
+// (docs/methods.md §2.3; what is harvested, and when: §2.4).
 //
 // Contract
 // - Unigram tier: dense [n_vocab x K] successor ids and scores plus an observed bit per row.
@@ -20,7 +20,8 @@
 //   slot count, both tiers). Load requires every header field to equal this table's (a table
 //   of another model, of a unigram-only TR table into a bigram table, or of another size is an
 //   error, never silently adapted), checks the file's exact size before allocating anything and
-//   every id after reading, and leaves the table unchanged on error.
+//   after reading every id and score (in [0, 1], sorted along each row, as Harvest stores
+//   TopK's), and leaves the table unchanged on error.
 // - model_fingerprint identifies the model the table was harvested from (the engine passes
 //   ModelFingerprint(model)); 0 = unspecified, which only matches 0.
 // - Not thread-safe; may be shared across requests of one model (hot start).

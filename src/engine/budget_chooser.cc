@@ -169,12 +169,13 @@ BudgetChooser::BudgetChooser(const std::vector<CostSample>& cost, BudgetChooserO
     : cost_(ExpandCostCurve(cost)), opt_(opt) {
   if (cost_.empty()) cost_ = {0.0, 1.0};  // no curve: only plain decoding is known to be safe
   chosen_.assign(cost_.size(), 0);
-  sizes_.assign(cost_.size(), std::vector<int64_t>(cost_.size(), 0));
   sampled_.assign(cost_.size(), cost_.size() <= 2);  // (no curve: budget 1 only)
   for (const CostSample& c : cost) {
     if (c.nodes >= 1 && c.nodes <= max_budget() && c.seconds > 0) sampled_[c.nodes] = true;
   }
-  committed_.assign(cost_.size(), 0);
+  for (int b = 1; b <= max_budget(); ++b) {
+    if (sampled_[b]) samples_.push_back({b, cost_[b]});
+  }
   probe_budget_ = std::min(2, max_budget());
   for (int b = 2; b <= max_budget(); ++b) {
     if (sampled_[b] && cost_[b] <= opt_.probe_cost * cost_[1]) probe_budget_ = b;
@@ -182,72 +183,89 @@ BudgetChooser::BudgetChooser(const std::vector<CostSample>& cost, BudgetChooserO
   interval_ = std::max(1, opt_.probe_every);
 }
 
-int BudgetChooser::operator()(const SpecStats& history) {
-  ObserveLastTree(history);
-  const int b = std::clamp(Choose(history), 1, max_budget());
+int BudgetChooser::Choose(const SpecStats& stats, const BudgetHistory& history) {
+  const int b = std::clamp(Decide(stats, history), 1, max_budget());
   ++chosen_[b];
-  last_budget_ = b;
+  ++calls_;
   return b;
 }
 
-void BudgetChooser::ObserveLastTree(const SpecStats& history) {
-  // One cycle since the last call (the history may also be shared or reset: then skip).
-  if (last_budget_ > 1 && history.cycles == last_cycles_ + 1) {
-    const int64_t nodes = history.tree_nodes_total - last_tree_nodes_;
-    const double tokens = static_cast<double>(history.committed - last_committed_);
-    if (nodes >= 1) {
-      const int n = static_cast<int>(std::min<int64_t>(nodes, max_budget()));
-      ++sizes_[last_budget_][n];
-      committed_[last_budget_] += tokens;
-      if (!expected_.empty()) {
-        ++cal_cycles_;
-        cal_tokens_ += tokens;
-        cal_predicted_ += expected_[n];
-      }
-    }
+void BudgetChooser::Observe(int budget, int tree_nodes, int committed,
+                            BudgetHistory* history) const {
+  if (budget <= 1 || tree_nodes < 1) return;  // a plain step says nothing about budgets
+  const int n = std::min(tree_nodes, max_budget());
+  history->Record(budget, n, committed);
+  if (!expected_.empty()) {
+    ++history->calibration_cycles;
+    history->calibration_committed += committed;
+    history->calibration_predicted += expected_[n];
   }
-  last_cycles_ = history.cycles;
-  last_tree_nodes_ = history.tree_nodes_total;
-  last_committed_ = history.committed;
 }
 
-int BudgetChooser::Choose(const SpecStats& history) {
+std::vector<double> BudgetChooser::Rates(const SpecStats& stats, const BudgetHistory& history) {
+  expected_ = ExpectedTokens(EstimateAcceptance(stats), max_budget());
+  // The drafted part of E scaled to what the observed cycles committed (see the contract).
+  std::vector<double> e = expected_;
+  const double cycles = static_cast<double>(history.calibration_cycles);
+  if (history.calibration_cycles >= kMinMeasuredCycles &&
+      history.calibration_predicted > cycles) {
+    const double f = std::clamp((history.calibration_committed - cycles) /
+                                    (history.calibration_predicted - cycles),
+                                0.0, 2.0);
+    for (size_t b = 1; b < e.size(); ++b) e[b] = 1 + f * (e[b] - 1);
+  }
+  std::vector<std::vector<int64_t>> sizes(cost_.size());
+  for (const auto& [b, entry] : history.at) {
+    if (b >= 1 && b < static_cast<int>(sizes.size())) sizes[b] = entry.tree_nodes;
+  }
+  std::vector<double> rate = TreeSizeRates(e, cost_, sizes);
+  for (size_t b = 2; b < rate.size(); ++b) {
+    if (!sampled_[b]) {
+      rate[b] = -1;
+      continue;
+    }
+    // The cycles run at b and what their trees cost.
+    const auto it = history.at.find(static_cast<int>(b));
+    if (it == history.at.end() || it->second.cycles < kMinMeasuredCycles) continue;
+    double seconds = 0;
+    for (size_t n = 1; n < it->second.tree_nodes.size(); ++n) {
+      seconds += static_cast<double>(it->second.tree_nodes[n]) *
+                 cost_[std::min<size_t>(n, cost_.size() - 1)];
+    }
+    if (seconds > 0) rate[b] = it->second.committed / seconds;
+  }
+  return rate;
+}
+
+int BudgetChooser::Decide(const SpecStats& stats, const BudgetHistory& history) {
   int64_t drafted = 0;
-  for (int src = 1; src < kNumSources; ++src) drafted += history.drafted[src];
-  if (drafted == 0 && calls_at_one_ == 0) return probe_budget_;
-  // The estimate moves only when something new was drafted (plain steps draft nothing), so it
-  // is recomputed only then: at budget 1 the chooser must cost next to nothing.
-  if (drafted != estimated_at_drafted_) {
-    expected_ = ExpectedTokens(EstimateAcceptance(history), max_budget());
-    // The drafted part of E scaled to what the observed cycles committed (see the contract).
-    std::vector<double> e = expected_;
-    if (cal_cycles_ >= kMinMeasuredCycles && cal_predicted_ > cal_cycles_) {
-      const double f =
-          std::clamp((cal_tokens_ - cal_cycles_) / (cal_predicted_ - cal_cycles_), 0.0, 2.0);
-      for (size_t b = 1; b < e.size(); ++b) e[b] = 1 + f * (e[b] - 1);
-    }
-    std::vector<double> rate = TreeSizeRates(e, cost_, sizes_);
-    for (size_t b = 2; b < rate.size(); ++b) {
-      if (!sampled_[b]) {
-        rate[b] = -1;
-        continue;
-      }
-      // The cycles run at b and what their trees cost.
-      int64_t cycles = 0;
-      double seconds = 0;
-      for (size_t n = 1; n < sizes_[b].size(); ++n) {
-        cycles += sizes_[b][n];
-        seconds += static_cast<double>(sizes_[b][n]) * cost_[n];
-      }
-      if (cycles >= kMinMeasuredCycles && seconds > 0) rate[b] = committed_[b] / seconds;
-    }
-    best_ = BestRate(rate);
-    estimated_at_drafted_ = drafted;
+  for (int src = 1; src < kNumSources; ++src) drafted += stats.drafted[src];
+  if (drafted == 0 && history.at.empty() && calls_at_one_ == 0) return probe_budget_;
+  // The estimate moves only when something new was drafted or recorded (plain steps do
+  // neither), so it is recomputed only then: at budget 1 the chooser must cost next to nothing.
+  int64_t recorded = history.calibration_cycles;
+  for (const auto& [b, entry] : history.at) recorded += entry.cycles;
+  if (drafted != estimated_drafted_ || recorded != estimated_recorded_) {
+    best_ = BestRate(Rates(stats, history));
+    estimated_drafted_ = drafted;
+    estimated_recorded_ = recorded;
   }
   const int best = best_;
   if (best > 1) {
     calls_at_one_ = 0;
     interval_ = std::max(1, opt_.probe_every);
+    // Now and then, a sampled neighbour of the best that has not been measured enough.
+    if (opt_.explore_every > 0 && calls_ % opt_.explore_every == opt_.explore_every - 1) {
+      const bool up = (calls_ / opt_.explore_every) % 2 == 0;
+      for (int pass = 0; pass < 2; ++pass) {
+        const int step = (up == (pass == 0)) ? 1 : -1;
+        int b = best + step;
+        while (b >= 2 && b <= max_budget() && !sampled_[b]) b += step;
+        if (b < 2 || b > max_budget()) continue;
+        const auto it = history.at.find(b);
+        if (it == history.at.end() || it->second.cycles < kMinMeasuredCycles) return b;
+      }
+    }
     return best;
   }
   // Plain decoding wins under the current estimate. Explore now and then so the estimate can

@@ -1,22 +1,22 @@
-// Cost-aware node budget (`--budget auto`): Sequoia's hardware-aware criterion (docs §4.2, §8.8)
+// Cost-aware node budget (`--budget auto`, docs/methods.md §5): Sequoia's hardware-aware criterion
 // applied online, every cycle: choose B maximizing E[tokens(B)] / c(B).
 //
 // Contract
 // - c(B) is a measured verify-cost curve (seconds of one pass over B nodes at a few B),
 //   expanded to every B in 1..max by linear interpolation and made non-decreasing (a bigger
 //   pass never costs less than a smaller one: a smaller tree could be padded).
-// - E[tokens(B)] comes from a positional acceptance model (Sequoia §4.1) extended by depth:
-//   a node of rank k at depth d whose parent is on the accepted path is accepted with
-//   probability q(d, k) = min(1, rank_p[k] * depth_factor[d]). E is the value of the best
-//   tree of B nodes under that model: 1 (bonus) + the sum of the B-1 largest path products,
-//   which for q <= 1 and rank_p non-increasing is exactly the best B-node subtree.
+// - E[tokens(B)] comes from a positional acceptance model (Sequoia's, docs/methods.md §3.5)
+//   extended by depth: a node of rank k at depth d whose parent is on the accepted path is accepted
+//   with probability q(d, k) = min(1, rank_p[k] * depth_factor[d]). E is the value of the best tree
+//   of B nodes under that model: 1 (bonus) + the sum of the B-1 largest path products, which
+//   for q <= 1 and rank_p non-increasing is exactly the best B-node subtree.
 // - EstimateAcceptance() reads rank_p from the per-rank counts and depth_factor from the
 //   per-depth counts of SpecStats (all sources pooled), shrunk towards 0 on little data.
 // - Trees can come out smaller than their budget (PLD's chain is at most 11 nodes, TR's template
 //   81, a builder may run out of candidates), and a pass costs what its tree has, not what the
-//   budget allowed. BudgetChooser reads from the statistics how large each cycle's tree came out
-//   and charges budget B what it would have built in the cycles that tell: those run at a
-//   budget >= B, whose tree of n nodes means min(B, n) nodes at B (BestBudgetForTreeSizes).
+//   budget allowed. The BudgetHistory (spec_stats.h) says how large each budget's trees came
+//   out, and budget B is charged what it would have built in the cycles that tell: those run at
+//   a budget >= B, whose tree of n nodes means min(B, n) nodes at B (BestBudgetForTreeSizes).
 // - Only budgets at which the curve was measured are chosen: between samples the cost is a
 //   guess (a batch kernel's cost steps at its tile sizes, which the interpolation smooths out).
 // - The model's E is checked against what the cycles commit. A budget run for at least
@@ -26,12 +26,18 @@
 //   kMinMeasuredCycles of them. (The positional model values the best tree of B nodes, which
 //   a builder does not always build: on the bench's GOOSE trees it rated 48 nodes above 16,
 //   which then committed 3.8 tokens at 3.9x the cost of one token against 2.9 at 1.8x.)
+// - Exploration: the measured budgets decide, so the measured budgets next to the best one
+//   (the neighbouring sampled budgets) are run now and then (one cycle in explore_every) until
+//   each has kMinMeasuredCycles cycles: a hill climb on measured rates, which persisted history
+//   (engine/learned_cache.h) carries from one run to the next.
 // - BudgetChooser never lets speculation lose to plain decoding: when no B > 1 beats
 //   1 / c(1) it returns 1, probing with a cheap budget (the largest measured B with
 //   c(B) <= probe_cost * c(1), at least 2) after probe_every calls, the interval doubling after
 //   each fruitless probe up to max_probe_every, so exploration costs ~nothing on long runs.
-//   The first cycles (nothing drafted yet) use the same cheap budget.
-// Pure and deterministic given its inputs; one chooser per (engine, method).
+//   The first cycles (nothing drafted and no history) use the same cheap budget.
+// - The chooser keeps only transient state (the exploration counters, the last estimate);
+//   what it learns lives in the variant's SpecStats and BudgetHistory, shared and persisted.
+// Deterministic given its inputs.
 #pragma once
 
 #include <cstdint>
@@ -40,11 +46,6 @@
 #include "verify/spec_stats.h"
 
 namespace goose {
-
-struct CostSample {
-  int nodes = 0;
-  double seconds = 0;
-};
 
 // cost[B] for B = 0..max_nodes (cost[0] unused = 0): interpolated, non-decreasing. max_nodes is
 // the largest measured B. Empty if `samples` is empty or holds no positive time.
@@ -85,43 +86,42 @@ struct BudgetChooserOptions {
   double probe_cost = 1.25;   // exploration budget: largest B with c(B) <= probe_cost * c(1)
   int probe_every = 16;       // calls at budget 1 before the first exploration cycle
   int max_probe_every = 1024;
+  int explore_every = 8;      // one cycle in this many tries an unmeasured neighbour of the best
 };
 
 class BudgetChooser {
  public:
-  BudgetChooser(const std::vector<CostSample>& cost, BudgetChooserOptions opt = {});
-  // The hook for SpecParams::choose_budget.
-  int operator()(const SpecStats& history);
+  explicit BudgetChooser(const std::vector<CostSample>& cost, BudgetChooserOptions opt = {});
+  // The budget of the next cycle, from the variant's statistics and budget history.
+  int Choose(const SpecStats& stats, const BudgetHistory& history);
+  // The cycle run at `budget` (the last Choose) built `tree_nodes` nodes and committed
+  // `committed` tokens: recorded in `history`.
+  void Observe(int budget, int tree_nodes, int committed, BudgetHistory* history) const;
+  // The expanded curve: cost()[B] for B = 1..max_budget() (cost()[0] unused).
+  const std::vector<double>& cost() const { return cost_; }
+  // The measured points of the curve (monotone), smallest first: the sizes a tree may take.
+  const std::vector<CostSample>& samples() const { return samples_; }
   int max_budget() const { return static_cast<int>(cost_.size()) - 1; }
   int probe_budget() const { return probe_budget_; }
   // Histogram of the budgets returned so far (index = budget).
   const std::vector<int64_t>& chosen() const { return chosen_; }
-  // tree_sizes()[b][n]: cycles run at budget b whose tree had n nodes (n clamped to the largest
-  // budget).
-  const std::vector<std::vector<int64_t>>& tree_sizes() const { return sizes_; }
 
  private:
-  int Choose(const SpecStats& history);
-  // Attributes the tree size of the cycle that ran since the last call to the budget returned.
-  void ObserveLastTree(const SpecStats& history);
+  int Decide(const SpecStats& stats, const BudgetHistory& history);
+  // The rates (tokens per second) of every budget under the current estimate and history.
+  std::vector<double> Rates(const SpecStats& stats, const BudgetHistory& history);
   std::vector<double> cost_;
   BudgetChooserOptions opt_;
+  std::vector<bool> sampled_;  // [b]: the curve was measured at b
+  std::vector<CostSample> samples_;
   int probe_budget_ = 1;
   int64_t calls_at_one_ = 0;
-  int64_t interval_ = 0;  // current exploration interval
-  int64_t estimated_at_drafted_ = -1;  // drafted-node total when best_ was computed
-  int best_ = 1;
+  int64_t interval_ = 0;  // current probe interval at budget 1
+  int64_t calls_ = 0;
   std::vector<int64_t> chosen_;
-  std::vector<std::vector<int64_t>> sizes_;  // [max_budget + 1][max_budget + 1]
-  int last_budget_ = 0;            // returned by the last call (0 = none yet)
-  int64_t last_cycles_ = -1, last_tree_nodes_ = 0, last_committed_ = 0;
-  std::vector<bool> sampled_;  // [b]: the curve was measured at b
-  std::vector<double> committed_;  // [b]: tokens committed by the cycles counted in sizes_[b]
-  // Over the cycles observed with a model estimate: committed and predicted tokens (E of the
-  // tree size built), for the calibration of E.
-  int64_t cal_cycles_ = 0;
-  double cal_tokens_ = 0, cal_predicted_ = 0;
   std::vector<double> expected_;  // the model's E at the last estimate (empty: none yet)
+  int best_ = 1;                  // the best budget at the last estimate
+  int64_t estimated_drafted_ = -1, estimated_recorded_ = -1;  // what that estimate saw
 };
 
 }  // namespace goose

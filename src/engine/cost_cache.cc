@@ -3,12 +3,15 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
+#include "engine/learned_cache.h"
 #include "ops/cpu_features.h"
+#include "util/escape.h"
 
 namespace goose {
 
@@ -22,12 +25,6 @@ uint64_t Fnv1a(const char* data, size_t n, uint64_t h) {
     h *= 1099511628211ull;
   }
   return h;
-}
-
-fs::path CacheDir() {
-  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return fs::path(x) / "goose";
-  if (const char* h = std::getenv("HOME"); h && *h) return fs::path(h) / ".cache" / "goose";
-  return fs::path("/tmp") / "goose-cache";
 }
 
 // "<hash>-<bytes>": FNV-1a over the model file's size and its first and last 64 KiB (hex), and
@@ -82,7 +79,7 @@ std::string KeyDifference(const nlohmann::json& cached, const nlohmann::json& wa
 }
 
 std::string CachePathFor(const std::string& model_id, int threads) {
-  return (CacheDir() / ("cost-" + model_id + "-t" + std::to_string(threads) + ".json")).string();
+  return (fs::path(GooseCacheDir()) / ("cost-" + model_id + "-t" + std::to_string(threads) + ".json")).string();
 }
 
 nlohmann::json CacheKeyFor(const std::string& model_id, int threads) {
@@ -118,6 +115,7 @@ VerifyCostOptions CalibrationOptions(const Model& model) {
 StatusOr<std::vector<VerifyCostPoint>> MeasureCostModelCurve(const Model& model, ThreadPool* pool) {
   GOOSE_ASSIGN_OR_RETURN(std::vector<VerifyCostPoint> curve,
                          MeasureVerifyCost(model, pool, CalibrationOptions(model)));
+  for (VerifyCostPoint& p : curve) p.seconds = p.min_seconds;
   MakeMonotone(&curve);
   return curve;
 }
@@ -128,6 +126,88 @@ std::vector<CostSample> ToCostSamples(const std::vector<VerifyCostPoint>& curve)
   return out;
 }
 
+namespace {
+
+// The cache file's JSON for `curve`.
+nlohmann::json CacheJson(const nlohmann::json& key, int threads, uint64_t model_bytes,
+                         const std::vector<VerifyCostPoint>& curve, bool noisy, bool stale,
+                         int calibrations) {
+  nlohmann::json j;
+  j["key"] = key;
+  j["threads"] = threads;
+  j["model_bytes"] = model_bytes;
+  j["noisy"] = noisy;
+  j["stale"] = stale;
+  j["calibrations"] = calibrations;
+  nlohmann::json arr = nlohmann::json::array();
+  for (const auto& p : curve) arr.push_back({{"nodes", p.nodes}, {"seconds", p.seconds}});
+  j["curve"] = arr;
+  return j;
+}
+
+// A measured curve varied a lot between passes: median / fastest > 1.25 at a third of the sizes.
+bool Noisy(const std::vector<VerifyCostPoint>& curve) {
+  int spread = 0;
+  for (const auto& p : curve) spread += p.min_seconds > 0 && p.seconds > 1.25 * p.min_seconds;
+  return 3 * spread >= static_cast<int>(curve.size());
+}
+
+}  // namespace
+
+namespace {
+
+// The "curve" array of a cost file: every point {nodes: an integer in 1..kMaxTreeNodes (get<int>
+// of 1e10 is UB; BudgetChooser allocates [max nodes]^2 counters), seconds: finite and > 0}, one
+// at 1 node; made monotone. Throws nlohmann's exceptions on a wrong shape.
+StatusOr<std::vector<VerifyCostPoint>> CurvePoints(const nlohmann::json& arr) {
+  std::vector<VerifyCostPoint> curve;
+  for (const auto& p : arr) {
+    const nlohmann::json& nodes = p.at("nodes");
+    const double s = p.at("seconds").get<double>();
+    const bool n_ok = nodes.is_number_unsigned()
+                          ? nodes.get<uint64_t>() >= 1 &&
+                                nodes.get<uint64_t>() <= SpecStats::kMaxTreeNodes
+                          : nodes.is_number_integer() && nodes.get<int64_t>() >= 1 &&
+                                nodes.get<int64_t>() <= SpecStats::kMaxTreeNodes;
+    if (!n_ok || !(s > 0) || !std::isfinite(s)) {
+      return Status::Error(StrFormat("unreadable: point %s is not {nodes: 1..%d, seconds > 0}",
+                                     EscapeForMessage(p.dump(), 80).c_str(),
+                                     SpecStats::kMaxTreeNodes));
+    }
+    curve.push_back({static_cast<int>(nodes.get<int64_t>()), s});
+  }
+  MakeMonotone(&curve);
+  if (curve.empty() || curve.front().nodes != 1) {
+    return Status::Error("unreadable: the curve does not start at 1 node");
+  }
+  return curve;
+}
+
+}  // namespace
+
+StatusOr<CachedCurve> ParseCostCache(std::string_view text, const nlohmann::json& key) {
+  CachedCurve cached;
+  try {
+    const nlohmann::json j = nlohmann::json::parse(text);
+    const std::string why = KeyDifference(j.contains("key") ? j.at("key") : nlohmann::json(), key);
+    if (!why.empty()) return Status::Error("measured for another " + why);
+    GOOSE_ASSIGN_OR_RETURN(cached.curve, CurvePoints(j.at("curve")));
+    const nlohmann::json& n = j.contains("calibrations") ? j.at("calibrations") : nlohmann::json(1);
+    cached.calibrations =
+        n.is_number_integer()
+            ? static_cast<int>(std::clamp<int64_t>(n.get<int64_t>(), 0, kMaxCalibrations))
+            : 1;
+    auto flag = [&j](const char* name) {
+      return j.contains(name) && j.at(name).is_boolean() && j.at(name).get<bool>();
+    };
+    cached.measure_again =
+        (flag("noisy") || flag("stale")) && cached.calibrations < kMaxCalibrations;
+  } catch (const std::exception& e) {
+    return Status::Error("unreadable: " + EscapeForMessage(e.what(), 200));
+  }
+  return cached;
+}
+
 StatusOr<CostCalibration> LoadOrMeasureCost(const Model& model, const std::string& model_path,
                                             ThreadPool* pool, bool recalibrate,
                                             const VerifyCostOptions* measure) {
@@ -135,56 +215,82 @@ StatusOr<CostCalibration> LoadOrMeasureCost(const Model& model, const std::strin
   GOOSE_ASSIGN_OR_RETURN(const std::string model_id, ModelId(model_path));  // read once
   cal.cache_path = CachePathFor(model_id, pool->size());
   const nlohmann::json key = CacheKeyFor(model_id, pool->size());
+  std::vector<VerifyCostPoint> previous;  // a noisy or stale cache's curve, merged below
+  int calibrations = 0;
   if (!recalibrate) {
     std::ifstream in(cal.cache_path);
     if (in) {
-      std::string why;
-      try {
-        const nlohmann::json j = nlohmann::json::parse(in);
-        why = KeyDifference(j.contains("key") ? j.at("key") : nlohmann::json(), key);
-        if (why.empty()) {
-          for (const auto& p : j.at("curve")) {
-            const int n = p.at("nodes").get<int>();
-            const double s = p.at("seconds").get<double>();
-            if (n < 1 || !(s > 0)) throw std::runtime_error("bad point");
-            cal.curve.push_back({n, s});
-          }
-          MakeMonotone(&cal.curve);
-          if (!cal.curve.empty() && cal.curve.front().nodes == 1) {
-            cal.from_cache = true;
-            return cal;
-          }
-          why.clear();
-        }
-      } catch (const std::exception&) {
-        why.clear();
+      std::stringstream text;
+      text << in.rdbuf();
+      auto cached = ParseCostCache(text.str(), key);
+      if (cached.ok() && !cached->measure_again) {
+        cal.curve = std::move(cached->curve);
+        cal.from_cache = true;
+        return cal;
       }
-      cal.note = why.empty()
-                     ? "ignored unreadable cost cache " + cal.cache_path + "; re-measuring"
-                     : "cost cache " + cal.cache_path + " was measured for another " + why +
-                           "; re-measuring";
-      cal.curve.clear();
+      if (cached.ok()) {
+        previous = std::move(cached->curve);
+        calibrations = cached->calibrations;
+        cal.note = "the cached cost curve was measured on a busy machine; measuring again";
+      } else {
+        cal.note = "cost cache " + cal.cache_path + " was " + cached.status().message() +
+                   "; re-measuring";
+      }
     }
   }
   const VerifyCostOptions options = measure ? *measure : CalibrationOptions(model);
   GOOSE_ASSIGN_OR_RETURN(cal.curve, MeasureVerifyCost(model, pool, options));
+  const bool noisy = Noisy(cal.curve);
+  for (VerifyCostPoint& p : cal.curve) {
+    p.seconds = p.min_seconds;  // see verify_cost.h
+    for (const VerifyCostPoint& q : previous) {
+      if (q.nodes == p.nodes) p.seconds = std::min(p.seconds, q.seconds);
+    }
+  }
   MakeMonotone(&cal.curve);
-  nlohmann::json j;
-  j["key"] = key;
-  j["threads"] = pool->size();
-  j["model_bytes"] = model.weight_bytes();
-  nlohmann::json arr = nlohmann::json::array();
-  for (const auto& p : cal.curve) arr.push_back({{"nodes", p.nodes}, {"seconds", p.seconds}});
-  j["curve"] = arr;
-  std::error_code ec;
-  fs::create_directories(fs::path(cal.cache_path).parent_path(), ec);
-  std::ofstream out(cal.cache_path);
-  if (out) out << j.dump(1) << "\n";
-  if (!out) {
+  const nlohmann::json j = CacheJson(key, pool->size(), model.weight_bytes(), cal.curve, noisy,
+                                     false, calibrations + 1);
+  if (!WriteFileAtomically(cal.cache_path, j.dump(1) + "\n").ok()) {
     cal.note += (cal.note.empty() ? "" : "; ") + std::string("could not write cost cache ") +
                 cal.cache_path;
   }
   return cal;
+}
+
+Status CheckObservedCosts(const CostCalibration& cal, const std::vector<CostSample>& observed) {
+  std::vector<CostSample> cached = ToCostSamples(cal.curve);
+  const std::vector<double> cost = ExpandCostCurve(cached);
+  bool stale = false;
+  for (const CostSample& o : observed) {
+    if (o.nodes >= 1 && o.nodes < static_cast<int>(cost.size()) && o.seconds > 0 &&
+        o.seconds < 0.7 * cost[o.nodes]) {
+      stale = true;
+    }
+  }
+  if (!stale) return Status::Ok();
+  std::ifstream in(cal.cache_path);
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const std::exception&) {
+    return Status::Ok();  // gone or replaced meanwhile: nothing to mark
+  }
+  if (!j.is_object()) return Status::Ok();
+  j["stale"] = true;  // measured again next time, if kMaxCalibrations allows
+  return WriteFileAtomically(cal.cache_path, j.dump(1) + "\n");
+}
+
+StatusOr<std::vector<VerifyCostPoint>> ReadCostCurve(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Status::Error("cannot read cost curve '" + path + "'");
+  try {
+    auto curve = CurvePoints(nlohmann::json::parse(in).at("curve"));
+    if (!curve.ok()) return Status::Error("cost curve '" + path + "' is " + curve.status().message());
+    return curve;
+  } catch (const std::exception& e) {
+    return Status::Error("cost curve '" + path + "' is not a JSON object with a \"curve\" array "
+                         "of {\"nodes\", \"seconds\"}: " + EscapeForMessage(e.what(), 200));
+  }
 }
 
 }  // namespace goose

@@ -9,12 +9,19 @@
 //   the goose build (size and modification time of the running binary). Stored in the file.
 // - LoadOrMeasureCost(): uses the cache if it parses, its key equals the current key and
 //   !recalibrate; otherwise measures (MeasureVerifyCost with CalibrationOptions: nodes 1..128,
-//   7 reps, prefix min(256, context - 130)) and rewrites the cache. A corrupt or mismatching
-//   cache is re-measured, never trusted, with the reason in `note` (a warning for the user, as
-//   is a failed write). Stored and returned curves are monotone (MakeMonotone).
+//   7 interleaved rounds, the fastest pass per size, prefix min(256, context - 130)) and
+//   rewrites the cache. A corrupt or mismatching cache is re-measured, never trusted, with the
+//   reason in `note` (a warning for the user, as is a failed write). Stored and returned curves
+//   are monotone (MakeMonotone).
+// - A busy machine must not fix a wrong curve forever. A calibration whose passes varied a lot
+//   (median / fastest > 1.25 at a third of the sizes or more) is "noisy"; a cache whose sizes
+//   real runs then passed at well under its cost (CheckObservedCosts) is "stale". Either is
+//   measured again at the next --budget auto run, up to kMaxCalibrations times in a row, each
+//   time keeping per size the fastest of the old and the new curve.
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -37,11 +44,31 @@ struct CostCalibration {
   std::string note;  // why the cache was not used or not written (a warning), else empty
 };
 
+constexpr int kMaxCalibrations = 3;
+
+// A cost cache file's content once checked.
+struct CachedCurve {
+  std::vector<VerifyCostPoint> curve;  // monotone, from 1 node
+  int calibrations = 1;                // how many measurements it merges (0..kMaxCalibrations)
+  bool measure_again = false;          // noisy or stale, and kMaxCalibrations not reached
+};
+
+// Reads a cost cache file's text against the current `key` (LoadOrMeasureCost's check, pure, so
+// that it can be fuzzed): the curve when the file can be trusted (every point {nodes: an integer
+// in 1..SpecStats::kMaxTreeNodes, seconds: finite and > 0}, one at 1 node); otherwise why not
+// ("measured for another cpu, build" or "unreadable: ..."), for LoadOrMeasureCost's note.
+StatusOr<CachedCurve> ParseCostCache(std::string_view text, const nlohmann::json& key);
+
 // `measure`: the measurement options when the cache cannot be used (tests pass tiny ones);
 // nullptr = CalibrationOptions(model).
 StatusOr<CostCalibration> LoadOrMeasureCost(const Model& model, const std::string& model_path,
                                             ThreadPool* pool, bool recalibrate,
                                             const VerifyCostOptions* measure = nullptr);
+
+// After a run on `cal`'s curve: `observed` holds the median pass seconds per tree size seen at
+// least a few times in the run (Engine::ObservedPassCosts). If one is under 0.7 x the cached
+// cost, the cache is marked stale (measured again next time). Ok if nothing needed writing.
+Status CheckObservedCosts(const CostCalibration& cal, const std::vector<CostSample>& observed);
 
 // The options used for a calibration of `model` (shared with the benchmark's curves).
 VerifyCostOptions CalibrationOptions(const Model& model);
@@ -51,5 +78,10 @@ VerifyCostOptions CalibrationOptions(const Model& model);
 StatusOr<std::vector<VerifyCostPoint>> MeasureCostModelCurve(const Model& model, ThreadPool* pool);
 
 std::vector<CostSample> ToCostSamples(const std::vector<VerifyCostPoint>& curve);
+
+// A curve saved as JSON with a "curve" array of {"nodes", "seconds"} (a cost cache file, or
+// `goose bench-verify --json`'s output), made monotone; for `goose bench --cost-curve`, which
+// projects onto a curve measured elsewhere (another machine, a quiet moment).
+StatusOr<std::vector<VerifyCostPoint>> ReadCostCurve(const std::string& path);
 
 }  // namespace goose

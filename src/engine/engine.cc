@@ -56,9 +56,25 @@ uint64_t ModelFingerprint(const Model& model) {
 
 Learned& LearnedStore::Get(const SpecParams& spec, const DrafterEnv& env) {
   std::lock_guard<std::mutex> lock(mu_);
-  std::unique_ptr<Learned>& l = learned_[SpecVariantKey(spec)];
-  if (!l) l = MethodOf(spec).NewLearned(spec, env);
+  auto& [saved_spec, l] = learned_[SpecVariantKey(spec)];
+  if (!l) {
+    saved_spec = spec;
+    l = MethodOf(spec).NewLearned(spec, env);
+    if (cache_) cache_->Load(spec, l.get());
+  }
   return *l;
+}
+
+Status LearnedStore::Save() {
+  if (!cache_) return Status::Ok();
+  std::lock_guard<std::mutex> lock(mu_);
+  Status status = Status::Ok();
+  for (auto& [key, entry] : learned_) {
+    std::lock_guard<std::mutex> variant_lock(entry.second->mu);
+    if (entry.second->stats.cycles == 0) continue;
+    if (Status st = cache_->Save(entry.first, *entry.second); !st.ok()) status = st;
+  }
+  return status;
 }
 
 Engine::Engine(const Model& model, int n_ctx, ThreadPool* pool,
@@ -78,9 +94,56 @@ int Engine::n_ctx() const { return ctx_->n_ctx(); }
 Learned& Engine::learned(const SpecParams& spec) {
   const Method& m = MethodOf(spec);
   if (!m.uses_table() || m.KeepsTable(spec)) return shared_->Get(spec, env_);
-  std::unique_ptr<Learned>& l = private_[SpecVariantKey(spec)];
-  if (!l) l = m.NewLearned(spec, env_);
+  auto& [saved_spec, l] = private_[SpecVariantKey(spec)];
+  if (!l) {
+    saved_spec = spec;
+    l = m.NewLearned(spec, env_);
+    if (shared_->cache()) shared_->cache()->Load(spec, l.get());
+  }
   return *l;
+}
+
+Status Engine::SaveLearned() {
+  Status status = shared_->Save();
+  if (!shared_->cache()) return status;
+  for (auto& [key, entry] : private_) {
+    if (entry.second->stats.cycles == 0) continue;
+    if (Status st = shared_->cache()->Save(entry.first, *entry.second); !st.ok()) status = st;
+  }
+  return status;
+}
+
+void Engine::SetCostCurve(const std::vector<CostSample>& curve) {
+  cost_curve_ = curve;
+  choosers_.clear();
+}
+
+std::vector<int64_t> Engine::ChosenBudgets(const SpecParams& spec) const {
+  const auto it = choosers_.find(SpecVariantKey(spec));
+  return it == choosers_.end() ? std::vector<int64_t>{} : it->second.chosen();
+}
+
+std::vector<CostSample> Engine::ObservedPassCosts() const {
+  std::vector<CostSample> out;
+  for (size_t n = 1; n < pass_seconds_.size(); ++n) {
+    std::vector<float> t = pass_seconds_[n];
+    if (t.size() < 8) continue;
+    std::nth_element(t.begin(), t.begin() + t.size() / 2, t.end());
+    out.push_back({static_cast<int>(n), t[t.size() / 2]});
+  }
+  return out;
+}
+
+void Engine::RecordPass(int nodes, double seconds) {
+  constexpr size_t kKept = 64;  // per size: enough for a median, bounded memory
+  if (pass_seconds_.size() <= static_cast<size_t>(nodes)) pass_seconds_.resize(nodes + 1);
+  std::vector<float>& t = pass_seconds_[nodes];
+  ++passes_;
+  if (t.size() < kKept) {
+    t.push_back(static_cast<float>(seconds));
+  } else {
+    t[passes_ % kKept] = static_cast<float>(seconds);
+  }
 }
 
 Status Engine::CheckRequest(std::span<const int32_t> prompt, const GenerateParams& params) const {
@@ -105,6 +168,9 @@ Status Engine::CheckRequest(std::span<const int32_t> prompt, const GenerateParam
   }
   if (FindMethod(params.spec.method) == nullptr) {
     return Status::Error("unknown method '" + params.spec.method + "' (" + MethodNames() + ")");
+  }
+  if (params.spec.auto_budget && cost_curve_.empty()) {
+    return Status::Error("--budget auto needs a verify-cost curve (Engine::SetCostCurve)");
   }
   return Status::Ok();
 }
@@ -148,6 +214,13 @@ StatusOr<GenerateResult> Engine::Generate(std::span<const int32_t> prompt,
   const SpecParams& spec = params.spec;
   Learned& learned = this->learned(spec);
   std::unique_ptr<Drafter> drafter = MethodOf(spec).NewDrafter(spec, learned, env_);
+  // --budget auto: the engine's chooser picks each cycle's budget, or the drafter sizes its own
+  // trees on the cost curve.
+  BudgetChooser* chooser = nullptr;
+  const bool own_sizes = spec.auto_budget && MethodOf(spec).SizesOwnTrees(spec);
+  if (spec.auto_budget) {
+    chooser = &choosers_.try_emplace(SpecVariantKey(spec), cost_curve_).first->second;
+  }
   Sampler sampler(params.sampling);
   const Tokenizer& tok = model_.tokenizer();
   auto is_stop = [&](int32_t t) {
@@ -184,9 +257,13 @@ StatusOr<GenerateResult> Engine::Generate(std::span<const int32_t> prompt,
     {
       std::lock_guard<std::mutex> lock(learned.mu);
       in.budget = ResolvedBudget(spec);
-      const bool chosen = static_cast<bool>(spec.choose_budget);
-      if (chosen) in.budget = std::clamp(spec.choose_budget(learned.stats), 1, 128);
-      if (chosen && in.budget == 1) {
+      if (own_sizes) {
+        in.budget = chooser->max_budget();
+        in.cost = &chooser->samples();
+      } else if (chooser) {
+        in.budget = chooser->Choose(learned.stats, learned.budgets);
+      }
+      if (chooser && !own_sizes && in.budget == 1) {
         proposal.tree.Reset(in.anchor);  // a plain step pays best: nobody drafts
       } else {
         proposal = drafter->Propose(in);
@@ -197,8 +274,12 @@ StatusOr<GenerateResult> Engine::Generate(std::span<const int32_t> prompt,
     if (tree.size() == 1) proposal.route = Route::kAr;
     // ... the model scores it ...
     {
+      // The pass time is the forward pass alone: a wait for another slot's turn on the shared
+      // pool is not what a tree of this size costs.
       std::unique_lock<std::mutex> turn = PoolTurn(pool_mu_);
+      const auto t_pass = std::chrono::steady_clock::now();
       GOOSE_RETURN_IF_ERROR(ctx_->Forward(tree.tokens, tree.parents));
+      RecordPass(tree.size(), Seconds(t_pass));
     }
     // ... the verifier accepts, sampling each visited node at its own position ...
     auto target = [&](int node) {
@@ -211,6 +292,10 @@ StatusOr<GenerateResult> Engine::Generate(std::span<const int32_t> prompt,
       std::lock_guard<std::mutex> lock(learned.mu);
       drafter->Observe(in, proposal, *ctx_, acc);
       AccumulateStats(tree, proposal.route, acc, &learned.stats);
+      if (chooser && !own_sizes) {
+        chooser->Observe(in.budget, tree.size(), static_cast<int>(acc.tokens.size()),
+                         &learned.budgets);
+      }
     }
     AccumulateStats(tree, proposal.route, acc, &result.stats);
     if (params.on_cycle) params.on_cycle(proposal, acc);

@@ -6,7 +6,7 @@
 // emits (the model's tree logits are bit-identical to one-token logits). Methods live in
 // method/ (method.h); the engine knows none of them by name.
 //
-// Conventions follow docs/methods.md (conventions): the prompt is prefilled in passes whose last
+// Conventions follow docs/methods.md §7: the prompt is prefilled in passes whose last
 // row yields generated token 1; forward passes are counted after prefill (MAT = generated /
 // passes); the last cycle may overshoot n_predict and is cut; stop tokens (the model's
 // end-of-generation tokens and GenerateParams::stop_tokens) end generation unless ignore_eos,
@@ -30,6 +30,8 @@
 #include <string>
 #include <vector>
 
+#include "engine/budget_chooser.h"
+#include "engine/learned_cache.h"
 #include "method/method.h"
 #include "model/model.h"
 #include "sample/sampler.h"
@@ -74,14 +76,21 @@ struct GenerateResult {
 using TokenCallback = std::function<bool(std::span<const int32_t>)>;
 
 // Learned state of the variants that keep it across requests, by SpecVariantKey; thread-safe.
+// With a cache, a variant starts from what earlier runs saved (engine/learned_cache.h).
 class LearnedStore {
  public:
-  // The variant's Learned, created on first use. Entries are never removed.
+  explicit LearnedStore(std::shared_ptr<LearnedCache> cache = nullptr)
+      : cache_(std::move(cache)) {}
+  // The variant's Learned, created on first use (loaded from the cache). Never removed.
   Learned& Get(const SpecParams& spec, const DrafterEnv& env);
+  // Saves every variant that ran a cycle to the cache (none: Ok). Not while requests run.
+  Status Save();
+  LearnedCache* cache() const { return cache_.get(); }
 
  private:
+  std::shared_ptr<LearnedCache> cache_;
   std::mutex mu_;
-  std::map<std::string, std::unique_ptr<Learned>> learned_;
+  std::map<std::string, std::pair<SpecParams, std::unique_ptr<Learned>>> learned_;
 };
 
 class Engine {
@@ -95,6 +104,15 @@ class Engine {
   StatusOr<GenerateResult> Generate(std::span<const int32_t> prompt, const GenerateParams& params,
                                     const TokenCallback& on_tokens = {});
 
+  // The verify-cost curve --budget auto chooses on (engine/cost_cache.h measures and caches
+  // it). Requests with SpecParams::auto_budget fail without one.
+  void SetCostCurve(const std::vector<CostSample>& curve);
+  // The budgets auto chose for `spec` so far in this engine (index = budget; empty if none).
+  std::vector<int64_t> ChosenBudgets(const SpecParams& spec) const;
+  // The median seconds of this engine's tree passes per size, for the sizes passed at least
+  // 8 times (to check a cached cost curve against, engine/cost_cache.h CheckObservedCosts).
+  std::vector<CostSample> ObservedPassCosts() const;
+
   const Model& model() const { return model_; }
   int n_ctx() const;
   // Cumulative statistics over all requests since construction.
@@ -106,6 +124,9 @@ class Engine {
   Learned& learned(const SpecParams& spec);
   TransitionTable* table(const SpecParams& spec) { return learned(spec).table.get(); }
   const SpecStats& variant_stats(const SpecParams& spec) { return learned(spec).stats; }
+  // Saves what every variant this engine ran has learned to the store's cache (the shared
+  // variants and this engine's per-request ones); Ok without a cache.
+  Status SaveLearned();
   // Identity of the model (config, tensor directory, a sample of every tensor's bytes); stored
   // in saved tables so a table never loads into another model's engine.
   uint64_t model_fingerprint() const { return env_.target_fingerprint; }
@@ -118,13 +139,19 @@ class Engine {
 
  private:
   Status CheckRequest(std::span<const int32_t> prompt, const GenerateParams& params) const;
+  void RecordPass(int nodes, double seconds);
   StatusOr<int32_t> Prefill(std::span<const int32_t> prompt, const GenerateParams& params,
                             Drafter& drafter, std::mutex& learned_mu, Sampler& sampler);
   const Model& model_;
   std::unique_ptr<Context> ctx_;
   DrafterEnv env_;
   std::shared_ptr<LearnedStore> shared_;
-  std::map<std::string, std::unique_ptr<Learned>> private_;  // variants that do not keep
+  // Variants that do not keep their tables, by SpecVariantKey.
+  std::map<std::string, std::pair<SpecParams, std::unique_ptr<Learned>>> private_;
+  std::vector<CostSample> cost_curve_;
+  std::vector<std::vector<float>> pass_seconds_;  // [tree size]: recent decode pass times
+  size_t passes_ = 0;
+  std::map<std::string, BudgetChooser> choosers_;  // --budget auto, by SpecVariantKey
   SpecStats total_;
   std::mutex* pool_mu_ = nullptr;  // see set_pool_mutex()
 };

@@ -16,7 +16,8 @@ nlohmann::json SpecStatsJson(const SpecStats& s, int64_t n_generated);
 //  ... SpecStatsJson ...}
 nlohmann::json GenerateStatsJson(const GenerateResult& r, int n_prompt);
 
-// Mean accepted tokens per target pass after prefill (convention 1): generated / passes.
+// Mean accepted tokens per target pass after prefill (convention 1, docs/methods.md §7):
+// generated / passes.
 double MeanAcceptedTokens(int64_t n_generated, int64_t forward_passes);
 
 }  // namespace goose

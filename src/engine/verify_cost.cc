@@ -44,25 +44,38 @@ StatusOr<std::vector<VerifyCostPoint>> MeasureVerifyCost(const Model& model, Thr
   for (int i = 0; i < opt.prefix; ++i) keep[i] = i;
   ctx.KeepPath(keep);
 
-  std::vector<VerifyCostPoint> curve;
-  for (int n : opt.nodes) {
-    std::vector<double> times;
-    for (int rep = 0; rep <= opt.reps; ++rep) {  // rep 0 warms up
-      if (rep == 1) EnableMatMulTimer(true);
+  // Interleaved rounds: every size once per round, in an order rotated per round, so a burst of
+  // load from another process hits all sizes alike instead of one size's run of repetitions.
+  // Round 0 warms up.
+  const int n_sizes = static_cast<int>(opt.nodes.size());
+  std::vector<std::vector<double>> times(n_sizes);
+  std::vector<double> matmul(n_sizes, 0.0), total(n_sizes, 0.0);
+  EnableMatMulTimer(true);
+  for (int round = 0; round <= opt.reps; ++round) {
+    for (int k = 0; k < n_sizes; ++k) {
+      const int s = (k + round) % n_sizes;
+      const int n = opt.nodes[s];
       std::vector<int32_t> tokens(n), parents(n);
       for (int i = 0; i < n; ++i) {
         tokens[i] = static_cast<int32_t>(rng.Below(n_vocab));
         parents[i] = i == 0 ? -1 : static_cast<int32_t>(rng.Below(i));
       }
+      const double mm0 = MatMulSeconds();
       const double t0 = Now();
       GOOSE_RETURN_IF_ERROR(ctx.Forward(tokens, parents));
       const double dt = Now() - t0;
-      if (rep > 0) times.push_back(dt);
+      if (round == 0) continue;
+      times[s].push_back(dt);
+      total[s] += dt;
+      matmul[s] += MatMulSeconds() - mm0;
     }
-    double total = 0;
-    for (double t : times) total += t;
-    curve.push_back({n, Median(times), total > 0 ? MatMulSeconds() / total : 0});
-    EnableMatMulTimer(false);
+  }
+  EnableMatMulTimer(false);
+  std::vector<VerifyCostPoint> curve;
+  for (int s = 0; s < n_sizes; ++s) {
+    curve.push_back({opt.nodes[s], Median(times[s]),
+                     *std::min_element(times[s].begin(), times[s].end()),
+                     total[s] > 0 ? matmul[s] / total[s] : 0});
   }
   return curve;
 }

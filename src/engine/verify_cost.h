@@ -1,7 +1,10 @@
 // Verify-cost measurement: how long one forward pass over a tree of N nodes takes after a
 // prefix already in the KV cache. The curve `--budget auto` chooses budgets on (cost_cache.h),
 // and what `goose bench-verify` and the benchmark's cost model report.
-// Timings are medians over `reps` passes on random tree shapes (fixed seed), after one warm-up.
+// Every size is timed once per round over `reps` rounds (after a warm-up round), sizes
+// interleaved so that load from other processes hits them alike; each point keeps the median
+// and the minimum. The calibration for --budget auto uses the minimum: on a busy machine it
+// stays close to the quiet cost, where the median is inflated unevenly across sizes.
 #pragma once
 
 #include <cstdint>
@@ -15,7 +18,8 @@ namespace goose {
 
 struct VerifyCostPoint {
   int nodes = 0;
-  double seconds = 0;  // median seconds of one pass
+  double seconds = 0;      // median seconds of one pass
+  double min_seconds = 0;  // fastest pass
   double matmul_share = 0;  // of the timed passes' time, the share spent in MatMul (0: unknown)
 };
 

@@ -6,10 +6,12 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <limits>
 
 #include "util/check.h"
+#include "util/escape.h"
 
 namespace goose {
 
@@ -277,7 +279,13 @@ static bool IsUnsigned(GgufType t) {
 int64_t GgufValue::AsInt() const {
   if (IsUnsigned(type)) return static_cast<int64_t>(u);
   if (is_integer()) return i;
-  if (is_float()) return static_cast<int64_t>(f);
+  if (is_float()) {
+    // A float from a file may be anything; converting one outside int64's range is UB.
+    if (std::isnan(f)) return 0;
+    if (f >= 0x1p63) return std::numeric_limits<int64_t>::max();
+    if (f < -0x1p63) return std::numeric_limits<int64_t>::min();
+    return static_cast<int64_t>(f);
+  }
   return 0;
 }
 
@@ -564,8 +572,11 @@ Status GgufFile::Parse() {
     const uint64_t key_at = c.pos();
     std::string key;
     GOOSE_RETURN_IF_ERROR(c.ReadString(&key, "key"));
-    c.set_context(StrFormat("key #%llu '%s'", static_cast<unsigned long long>(k), key.c_str()));
-    if (kv_index_.count(key)) return c.Error("duplicate key '" + key + "'", key_at);
+    c.set_context(StrFormat("key #%llu '%s'", static_cast<unsigned long long>(k),
+                            EscapeForMessage(key).c_str()));
+    if (kv_index_.count(key)) {
+      return c.Error("duplicate key '" + EscapeForMessage(key) + "'", key_at);
+    }
     GOOSE_RETURN_IF_ERROR(c.Charge(2 * key.size(), key_at));
     const uint64_t type_at = c.pos();
     uint32_t type = 0;
@@ -598,10 +609,10 @@ Status GgufFile::Parse() {
     const uint64_t name_at = c.pos();
     GgufTensorInfo info;
     GOOSE_RETURN_IF_ERROR(c.ReadString(&info.name, "tensor name"));
-    c.set_context(
-        StrFormat("tensor #%llu '%s'", static_cast<unsigned long long>(t), info.name.c_str()));
+    c.set_context(StrFormat("tensor #%llu '%s'", static_cast<unsigned long long>(t),
+                            EscapeForMessage(info.name).c_str()));
     if (tensor_index_.count(info.name)) {
-      return c.Error("duplicate tensor name '" + info.name + "'", name_at);
+      return c.Error("duplicate tensor name '" + EscapeForMessage(info.name) + "'", name_at);
     }
     GOOSE_RETURN_IF_ERROR(c.Charge(2 * info.name.size() + kMaxDims * sizeof(int64_t), name_at));
     const uint64_t ndims_at = c.pos();
@@ -669,7 +680,8 @@ Status GgufFile::Parse() {
       return Status::Error(StrFormat(
           "%s: tensor '%s' data [%llu, %llu) relative to the data section at offset %llu runs "
           "past the end of the file (%llu bytes)",
-          path_.c_str(), info.name.c_str(), static_cast<unsigned long long>(info.offset),
+          path_.c_str(), EscapeForMessage(info.name).c_str(),
+          static_cast<unsigned long long>(info.offset),
           static_cast<unsigned long long>(info.offset + info.n_bytes),
           static_cast<unsigned long long>(data_start), static_cast<unsigned long long>(size_)));
     }

@@ -64,7 +64,8 @@ struct GgufValue {
 
   bool is_integer() const;
   bool is_float() const { return type == GgufType::kFloat32 || type == GgufType::kFloat64; }
-  // Integer value of any integer/bool type (unsigned reinterpreted as int64).
+  // Integer value of any integer/bool type (unsigned reinterpreted as int64); a float's is
+  // truncated toward zero and saturated to int64 (NaN gives 0).
   int64_t AsInt() const;
   // Numeric value of any integer or float type.
   double AsDouble() const;

@@ -1,6 +1,7 @@
 #include "method/acceptance_tracker.h"
 
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 namespace goose {
@@ -60,6 +61,60 @@ void AcceptanceTracker::Recompute() {
       }
     }
   }
+}
+
+namespace {
+constexpr size_t kSpineCounts = 2 * (EdgeAcceptance::kMaxSpineDepth + 1);
+constexpr size_t kBranchCounts = 2 * EdgeAcceptance::kTiers * EdgeAcceptance::kScoreBins;
+constexpr size_t kTrackerBytes = 2 * (kSpineCounts + kBranchCounts) * sizeof(int64_t);
+}  // namespace
+
+std::string AcceptanceTracker::Save() const {
+  std::string out;
+  auto put = [&out](const int64_t* v, size_t n) {
+    out.append(reinterpret_cast<const char*>(v), n * sizeof(int64_t));
+  };
+  put(&spine_reached_[0][0], kSpineCounts);
+  put(&spine_accepted_[0][0], kSpineCounts);
+  put(&branch_reached_[0][0][0], kBranchCounts);
+  put(&branch_accepted_[0][0][0], kBranchCounts);
+  return out;
+}
+
+Status AcceptanceTracker::Load(std::string_view bytes) {
+  if (bytes.size() != kTrackerBytes) {
+    return Status::Error(StrFormat("acceptance counts: %zu bytes, expected %zu", bytes.size(),
+                                   kTrackerBytes));
+  }
+  std::vector<int64_t> v(kTrackerBytes / sizeof(int64_t));
+  std::memcpy(v.data(), bytes.data(), kTrackerBytes);
+  const int64_t* sr = v.data();
+  const int64_t* sa = sr + kSpineCounts;
+  const int64_t* br = sa + kSpineCounts;
+  const int64_t* ba = br + kBranchCounts;
+  for (size_t i = 0; i < kSpineCounts; ++i) {
+    if (sa[i] < 0 || sr[i] < sa[i]) return Status::Error("acceptance counts: bad spine count");
+  }
+  for (size_t i = 0; i < kBranchCounts; ++i) {
+    if (ba[i] < 0 || br[i] < ba[i]) return Status::Error("acceptance counts: bad branch count");
+  }
+  std::memcpy(&spine_reached_[0][0], sr, kSpineCounts * sizeof(int64_t));
+  std::memcpy(&spine_accepted_[0][0], sa, kSpineCounts * sizeof(int64_t));
+  std::memcpy(&branch_reached_[0][0][0], br, kBranchCounts * sizeof(int64_t));
+  std::memcpy(&branch_accepted_[0][0][0], ba, kBranchCounts * sizeof(int64_t));
+  Recompute();
+  return Status::Ok();
+}
+
+void AcceptanceTracker::Scale(double f) {
+  auto scale = [f](int64_t* v, size_t n) {
+    for (size_t i = 0; i < n; ++i) v[i] = static_cast<int64_t>(static_cast<double>(v[i]) * f);
+  };
+  scale(&spine_reached_[0][0], kSpineCounts);
+  scale(&spine_accepted_[0][0], kSpineCounts);
+  scale(&branch_reached_[0][0][0], kBranchCounts);
+  scale(&branch_accepted_[0][0][0], kBranchCounts);
+  Recompute();
 }
 
 }  // namespace goose

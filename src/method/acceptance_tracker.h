@@ -6,9 +6,12 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <string_view>
 
 #include "tree/best_first_builder.h"
 #include "tree/draft_tree.h"
+#include "util/status.h"
 #include "verify/verifier.h"
 
 namespace goose {
@@ -18,6 +21,12 @@ class AcceptanceTracker {
   AcceptanceTracker();
   void Update(const DraftTree& tree, const AcceptResult& result, int spine_class);
   const EdgeAcceptance& model() const { return model_; }
+  // The counts as bytes, and back: Load checks the size and that every count is sane (reached
+  // >= accepted >= 0) and leaves the tracker unchanged on error.
+  std::string Save() const;
+  Status Load(std::string_view bytes);
+  // Every count times `factor` (older evidence counts less).
+  void Scale(double factor);
 
  private:
   void Recompute();

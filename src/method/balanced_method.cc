@@ -1,4 +1,4 @@
-// balanced: the isotropic control of GOOSE's Table 1 (docs/methods.md, balanced): a k-ary BFS
+// balanced: the isotropic control of GOOSE's Table 1 (docs/methods.md §3.4): a k-ary BFS
 // tree (k = 3 by default, +k1..+k10) from the bigram table, same min_score and depth limit as
 // GOOSE, a per-request table as GOOSE's reference. One plain step when the table does not know
 // the anchor (no context matcher, no chain route).

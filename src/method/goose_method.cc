@@ -1,9 +1,13 @@
-// goose: GOOSE's anisotropic spine trees (docs/methods.md, GOOSE). Two drafters:
+// goose: GOOSE's anisotropic spine trees (docs/methods.md §3.6, §3.7). Two drafters:
 // - tuned (default): a best-first tree over acceptance measured online per edge kind
 //   (AcceptanceTracker), from the context match's spine and the bigram table, table kept across
 //   requests (+noextras: without the unigram-row extra candidates);
-// - paper (+paper): Algorithm 1 and the §1.6 routes exactly as GOOSE's reference code, with its
-//   spine-acceptance EMA and a per-request table.
+// - paper (+paper): Algorithm 1 and the routes of docs/methods.md §3.6 exactly as GOOSE's
+//   reference code, with its spine-acceptance EMA and a per-request table.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
 #include "draft/context_matcher.h"
 #include "method/acceptance_tracker.h"
 #include "method/table_drafter.h"
@@ -42,7 +46,8 @@ class GoosePaperDrafter : public GooseDrafterBase {
   GoosePaperDrafter(TransitionTable& table, bool keep)
       : GooseDrafterBase(table, keep, /*harvest_whole_prompt=*/true) {}
 
-  // §1.6: tree route when the table knows the anchor, else the match as a chain, else AR.
+  // docs/methods.md §3.6.1: tree route when the table knows the anchor, else the match as a
+  // chain, else AR.
   Proposal Propose(const CycleInput& in) override {
     Proposal p;
     if (table_.HasSuccessors(in.anchor, in.anchor_prev)) {
@@ -60,7 +65,7 @@ class GoosePaperDrafter : public GooseDrafterBase {
     return p;
   }
 
-  // §1.8: the EMA follows the spine acceptance of spine-tree cycles only.
+  // docs/methods.md §3.6.3: the EMA follows the spine acceptance of spine-tree cycles only.
   void Observe(const CycleInput& in, const Proposal& p, const Context& ctx,
                const AcceptResult& accepted) override {
     TableDrafter::Observe(in, p, ctx, accepted);
@@ -77,13 +82,30 @@ class GoosePaperDrafter : public GooseDrafterBase {
 
 struct TunedLearned : Learned {
   AcceptanceTracker acceptance;  // per-edge acceptance of every tuned-GOOSE tree so far
+  // Calibration of the tree values against what the walk accepted, over the cycles so far:
+  // drafted tokens accepted, and the sum of the values of the drafted nodes (the prediction).
+  double accepted = 0, predicted = 0;
+
+  // accepted / predicted, shrunk towards 1 by kPrior tokens' worth of a perfect prediction.
+  double ValueScale() const {
+    constexpr double kPrior = 16;
+    return std::clamp((accepted + kPrior) / (predicted + kPrior), 0.25, 2.0);
+  }
+  std::string SaveExtra() const override;
+  Status LoadExtra(std::string_view bytes) override;
+  void Decay(double factor) override {
+    Learned::Decay(factor);
+    acceptance.Scale(factor);
+    accepted *= factor;
+    predicted *= factor;
+  }
 };
 
 class GooseTunedDrafter : public GooseDrafterBase {
  public:
   GooseTunedDrafter(TunedLearned& learned, bool keep, bool unigram_extras)
       : GooseDrafterBase(*learned.table, keep, /*harvest_whole_prompt=*/true),
-        acceptance_(learned.acceptance),
+        learned_(learned),
         unigram_extras_(unigram_extras) {}
 
   Proposal Propose(const CycleInput& in) override {
@@ -96,8 +118,10 @@ class GooseTunedDrafter : public GooseDrafterBase {
       bf.budget = in.budget;
       bf.unigram_extras = unigram_extras_;
       bf.spine_class = spine.consensus ? 0 : 1;
-      p.tree = BuildBestFirstTree(in.anchor, in.anchor_prev, spine.tokens, acceptance_.model(),
-                                  table_, bf);
+      bf.cost = in.cost;
+      bf.value_scale = learned_.ValueScale();
+      p.tree = BuildBestFirstTree(in.anchor, in.anchor_prev, spine.tokens,
+                                  learned_.acceptance.model(), table_, bf, &values_);
       p.route = TreeRoute(p.tree);
       spine_class_ = bf.spine_class;
     }
@@ -109,13 +133,18 @@ class GooseTunedDrafter : public GooseDrafterBase {
     TableDrafter::Observe(in, p, ctx, accepted);
     // Not after the engine's plain steps, which this drafter did not propose.
     if (spine_class_ >= 0 && p.route != Route::kAr) {
-      acceptance_.Update(p.tree, accepted, spine_class_);
+      learned_.acceptance.Update(p.tree, accepted, spine_class_);
+      for (int i = 1; i < p.tree.size() && i < static_cast<int>(values_.size()); ++i) {
+        learned_.predicted += values_[i];
+      }
+      learned_.accepted += static_cast<double>(accepted.path.size());
     }
     spine_class_ = -1;
   }
 
  private:
-  AcceptanceTracker& acceptance_;
+  TunedLearned& learned_;
+  std::vector<double> values_;  // of the last proposed tree's nodes (root = 1)
   bool unigram_extras_;
   int spine_class_ = -1;  // match class of the last proposed tree (-1: none)
 };
@@ -138,6 +167,8 @@ class Goose : public Method {
     return Status::Ok();
   }
   bool uses_table() const override { return true; }
+  // The tuned builder values every node, so under --budget auto it cuts its own trees.
+  bool SizesOwnTrees(const SpecParams& spec) const override { return !spec.Has("paper"); }
   // Convention 6: the paper preset's table is per request, as GOOSE's reference.
   bool KeepsTableByDefault(const SpecParams& spec) const override { return !spec.Has("paper"); }
   std::unique_ptr<Learned> NewLearned(const SpecParams& spec,
@@ -155,6 +186,28 @@ class Goose : public Method {
                                                KeepsTable(spec), !spec.Has("noextras"));
   }
 };
+
+std::string TunedLearned::SaveExtra() const {
+  std::string out = acceptance.Save();
+  out.append(reinterpret_cast<const char*>(&accepted), sizeof(accepted));
+  out.append(reinterpret_cast<const char*>(&predicted), sizeof(predicted));
+  return out;
+}
+
+Status TunedLearned::LoadExtra(std::string_view bytes) {
+  constexpr size_t kTail = 2 * sizeof(double);
+  if (bytes.size() < kTail) return Status::Error("tuned GOOSE state: too short");
+  double a = 0, p = 0;
+  std::memcpy(&a, bytes.data() + bytes.size() - kTail, sizeof(a));
+  std::memcpy(&p, bytes.data() + bytes.size() - sizeof(double), sizeof(p));
+  if (!(a >= 0) || !(p >= 0) || !std::isfinite(a) || !std::isfinite(p)) {
+    return Status::Error("tuned GOOSE state: bad calibration");
+  }
+  GOOSE_RETURN_IF_ERROR(acceptance.Load(bytes.substr(0, bytes.size() - kTail)));
+  accepted = a;
+  predicted = p;
+  return Status::Ok();
+}
 
 }  // namespace
 

@@ -45,10 +45,10 @@ struct SpecParams {
   // Keep transition tables across requests (hot start). -1 = the method's default.
   int keep_table = -1;
   int budget = 0;  // node budget incl. root; 0 = the method's default
-  // Cost-aware budget (--budget auto): if set, called before every cycle with the statistics
-  // of every cycle of this variant so far and returns the node budget to use; 1 means a plain
-  // step (no method drafts then).
-  std::function<int(const SpecStats& history)> choose_budget;
+  // Cost-aware budget (--budget auto): the engine chooses every cycle's budget from its verify
+  // cost curve (Engine::SetCostCurve) and what the variant measured; a budget of 1 is a plain
+  // step (no method drafts then). Methods that size their own trees get the curve instead.
+  bool auto_budget = false;
 
   bool Has(std::string_view modifier) const;
 };
@@ -64,8 +64,19 @@ struct DrafterEnv {
 struct Learned {
   virtual ~Learned() = default;
   std::mutex mu;
-  SpecStats stats;  // every verified cycle of this variant so far
+  SpecStats stats;         // every verified cycle of this variant so far
+  BudgetHistory budgets;   // what the cycles at each auto-chosen budget delivered
   std::unique_ptr<TransitionTable> table;  // null for methods without one
+  // A method's own learned state beyond these, as bytes (engine/learned_cache.h persists it).
+  // LoadExtra gets what SaveExtra wrote, possibly by another build: it checks everything and
+  // returns an error (leaving the state as it was) rather than trusting it.
+  virtual std::string SaveExtra() const { return {}; }
+  virtual Status LoadExtra(std::string_view bytes) { return Status::Ok(); }
+  // Every count times `factor` < 1: older evidence weighs less.
+  virtual void Decay(double factor) {
+    stats.Scale(factor);
+    budgets.Scale(factor);
+  }
 };
 
 // One cycle's input.
@@ -73,6 +84,10 @@ struct CycleInput {
   int32_t anchor = -1;       // last committed token, not yet in the KV cache: the tree's root
   int32_t anchor_prev = -1;  // the committed token before it
   int budget = 1;            // node budget incl. the root
+  // --budget auto for a method that sizes its own trees (Method::SizesOwnTrees): the measured
+  // verify costs (sizes a tree may take, smallest first, cost non-decreasing), to choose the
+  // size that maximises expected tokens per second; budget is then the largest one. Else null.
+  const std::vector<CostSample>* cost = nullptr;
 };
 
 struct Proposal {
@@ -116,6 +131,10 @@ class Method {
   virtual bool budget_grows_tree() const { return true; }
   virtual bool uses_table() const { return false; }
   virtual bool KeepsTableByDefault(const SpecParams& spec) const { return false; }
+  // True when the drafter values its nodes and, under --budget auto, cuts its own tree where
+  // expected tokens per second peak (CycleInput::cost); otherwise the engine's BudgetChooser
+  // picks each cycle's budget.
+  virtual bool SizesOwnTrees(const SpecParams& spec) const { return false; }
   // The variant's learned state; the default holds the stats and, for table methods, a table.
   virtual std::unique_ptr<Learned> NewLearned(const SpecParams& spec,
                                               const DrafterEnv& env) const;
@@ -139,7 +158,7 @@ std::vector<std::string> AllVariants();
 Status ParseSpecVariant(std::string_view name, SpecParams* out);
 // The canonical name of what `spec` learns across requests: the method, its modifiers in the
 // method's order, and for table methods the table lifetime ("balanced+k3+cold", "goose+keep",
-// "goose+paper+cold", "pld"). Budget and choose_budget are not part of it. ParseSpecVariant
+// "goose+paper+cold", "pld"). Budget and auto_budget are not part of it. ParseSpecVariant
 // reads it back.
 std::string SpecVariantKey(const SpecParams& spec);
 // The method of a parsed spec (never null after ParseSpecVariant succeeded).

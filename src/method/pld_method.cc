@@ -1,4 +1,4 @@
-// pld: prompt lookup decoding (docs/methods.md, PLD): the earliest earlier occurrence of the last
+// pld: prompt lookup decoding (docs/methods.md §3.2): the earliest earlier occurrence of the last
 // 3, 2 or 1 tokens, continued by the 10 tokens that followed it, verified as a chain.
 #include "draft/context_matcher.h"
 #include "method/method.h"

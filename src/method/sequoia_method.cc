@@ -1,4 +1,4 @@
-// sequoia: Sequoia's DP tree (docs/methods.md, Sequoia): the shape that maximises expected
+// sequoia: Sequoia's DP tree (docs/methods.md §3.5): the shape that maximises expected
 // accepted tokens under per-rank acceptance p_k measured online (blended with a prior), re-solved
 // every 16 cycles or when the budget changes, filled from the bigram table.
 #include "method/table_drafter.h"

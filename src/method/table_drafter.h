@@ -1,4 +1,4 @@
-// TableDrafter: the harvest every transition-table method shares (docs/methods.md, harvest).
+// TableDrafter: the harvest every transition-table method shares (docs/methods.md §2.4).
 //
 // After every target pass each evaluated row, rejected tree nodes included, in node order (so the
 // last occurrence of a token wins), is harvested: its top-K logits, softmaxed over those K,

@@ -1,4 +1,4 @@
-// tr: Token Recycling (docs/methods.md, TR): TR's static 81-node template filled from a
+// tr: Token Recycling (docs/methods.md §3.3): TR's static 81-node template filled from a
 // unigram-only successor table, harvested from the last prompt row and every verified row, kept
 // across requests (hot start) as TR's reference does.
 #include "method/table_drafter.h"

@@ -328,7 +328,7 @@ void Context::KeepPath(std::span<const int32_t> path) {
     GOOSE_CHECK(s.parents[path[j]] == (j == 0 ? -1 : path[j - 1]));
   }
   // In place, increasing j: each source slot n_past + path[j] >= its destination n_past + j,
-  // and no later source has been overwritten yet (path[k] >= k > j) - algorithms.md §8.4.
+  // and no later source has been overwritten yet (path[k] >= k > j) - docs/methods.md §4.5.
   const LlamaConfig& c = model_.config();
   const size_t layer_kv = static_cast<size_t>(n_ctx_) * s.kv_dim;
   const size_t row_bytes = static_cast<size_t>(s.kv_dim) * sizeof(float);

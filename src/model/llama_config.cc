@@ -4,6 +4,8 @@
 #include <cmath>
 #include <string_view>
 
+#include "util/escape.h"
+
 namespace goose {
 
 namespace {
@@ -81,7 +83,7 @@ StatusOr<LlamaConfig> LlamaConfig::FromGguf(const GgufFile& gguf) {
     return Status::Error(StrFormat(
         "%s: key 'general.architecture' is '%s': unsupported architecture (supported: llama, "
         "qwen2)",
-        file, c.arch.c_str()));
+        file, EscapeForMessage(c.arch).c_str()));
   }
   const KeyReader r(gguf, c.arch);
   GOOSE_RETURN_IF_ERROR(r.Int("embedding_length", -1, &c.n_embd));
@@ -124,7 +126,8 @@ StatusOr<LlamaConfig> LlamaConfig::FromGguf(const GgufFile& gguf) {
       GOOSE_RETURN_IF_ERROR(r.Float("rope.scaling.factor", true, &factor));
     } else if (t->str != "none") {
       return r.Error(r.Key("rope.scaling.type"),
-                     StrFormat("is '%s': unsupported (supported: none, linear)", t->str.c_str()));
+                     StrFormat("is '%s': unsupported (supported: none, linear)",
+                               EscapeForMessage(t->str).c_str()));
     }
   } else if (gguf.Find(r.Key("rope.scale_linear")) != nullptr) {  // older converters
     GOOSE_RETURN_IF_ERROR(r.Float("rope.scale_linear", true, &factor));

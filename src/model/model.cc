@@ -10,6 +10,7 @@
 
 #include "ops/cpu_features.h"
 #include "ops/qmatmul.h"
+#include "util/escape.h"
 #include "util/fp16.h"
 
 namespace goose {
@@ -38,8 +39,9 @@ class TensorReader {
       return Status::Error(StrFormat(
           "%s: unsupported tensor '%s' (goose does not implement it for %s; ignoring it would "
           "change the logits)",
-          gguf_.path().c_str(), t.name.c_str(), gguf_.GetString("general.architecture")
-                                                     .value_or("this architecture").c_str()));
+          gguf_.path().c_str(), EscapeForMessage(t.name).c_str(),
+          EscapeForMessage(gguf_.GetString("general.architecture").value_or("this architecture"))
+              .c_str()));
     }
     return Status::Ok();
   }
@@ -169,8 +171,14 @@ void Model::TileMatrices() {
 }
 
 StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& path) {
+  GOOSE_ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> gguf, GgufFile::Open(path));
+  return FromGguf(std::move(gguf));
+}
+
+StatusOr<std::unique_ptr<Model>> Model::FromGguf(std::unique_ptr<GgufFile> gguf) {
   std::unique_ptr<Model> m(new Model());
-  GOOSE_ASSIGN_OR_RETURN(m->gguf_, GgufFile::Open(path));
+  m->gguf_ = std::move(gguf);
+  const std::string& path = m->gguf_->path();
   GOOSE_ASSIGN_OR_RETURN(m->config_, LlamaConfig::FromGguf(*m->gguf_));
   const LlamaConfig& c = m->config_;
   TensorReader r(*m->gguf_, &m->owned_f32_);
@@ -191,9 +199,12 @@ StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& path) {
 
   uint64_t bytes = static_cast<uint64_t>(m->token_embd_.row_bytes()) +
                    m->output_.row_bytes() * m->output_.rows + c.n_embd * 4ull;
-  m->layers_.resize(static_cast<size_t>(c.n_layer));
+  // One layer at a time, as its tensors are found: block_count comes from the file (up to
+  // 2^24), and a file that claims millions of layers must fail at the first missing one, not
+  // allocate them all first.
+  m->layers_.reserve(std::min<size_t>(c.n_layer, m->gguf_->tensors().size()));
   for (int l = 0; l < c.n_layer; ++l) {
-    LayerWeights& L = m->layers_[l];
+    LayerWeights& L = m->layers_.emplace_back();
     const std::string p = "blk." + std::to_string(l) + ".";
     GOOSE_ASSIGN_OR_RETURN(L.attn_norm, r.Vector(p + "attn_norm.weight", c.n_embd));
     GOOSE_ASSIGN_OR_RETURN(L.wq, r.Matrix(p + "attn_q.weight", q_dim, c.n_embd));

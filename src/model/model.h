@@ -52,6 +52,8 @@ struct LayerWeights {
 class Model {
  public:
   static StatusOr<std::unique_ptr<Model>> Load(const std::string& path);
+  // The same from a parsed GGUF (e.g. GgufFile::FromBytes: the GGUF fuzz target).
+  static StatusOr<std::unique_ptr<Model>> FromGguf(std::unique_ptr<GgufFile> gguf);
 
   const LlamaConfig& config() const { return config_; }
   const Tokenizer& tokenizer() const { return *tokenizer_; }

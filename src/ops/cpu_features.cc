@@ -60,8 +60,10 @@ CpuLevel DetectCpuLevel() {
     if (__builtin_cpu_supports("avx512f")) {
       return HasAvx512Vnni() && HasAmxInt8() ? CpuLevel::kAmx : CpuLevel::kAvx512;
     }
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") &&
-        __builtin_cpu_supports("fma")) {
+    // F16C from CPUID leaf 1, ECX bit 29: clang 14's __builtin_cpu_supports has no "f16c".
+    unsigned a, b, c, d;
+    const bool f16c = __get_cpuid(1, &a, &b, &c, &d) && ((c >> 29) & 1);
+    if (__builtin_cpu_supports("avx2") && f16c && __builtin_cpu_supports("fma")) {
       return CpuLevel::kAvx2;
     }
 #endif

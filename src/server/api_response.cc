@@ -32,11 +32,12 @@ json GooseStats(const GenerationOutcome& o, const std::string& spec, const json&
     accepted[name] = s.accepted[src];
   }
   const int64_t n = static_cast<int64_t>(r.tokens.size());
-  return {
+  json j = {
       {"spec", spec},
       {"budget", budget},
       {"mean_accepted_tokens", MeanAcceptedTokens(n, s.cycles)},
       {"forward_passes", s.cycles},
+      {"mean_tree_nodes", s.MeanTreeNodes()},
       {"drafted", drafted},
       {"accepted", accepted},
       {"tokens_per_second", r.decode_seconds > 0 ? (n - 1) / r.decode_seconds : 0.0},
@@ -44,6 +45,12 @@ json GooseStats(const GenerationOutcome& o, const std::string& spec, const json&
       {"prompt_seconds", r.prefill_seconds},
       {"generation_seconds", r.decode_seconds},
       {"slot", o.slot}};
+  json chosen = json::object();  // "B": cycles, the budgets --budget auto chose
+  for (size_t b = 1; b < o.budgets_chosen.size(); ++b) {
+    if (o.budgets_chosen[b] > 0) chosen[std::to_string(b)] = o.budgets_chosen[b];
+  }
+  if (!chosen.empty()) j["budgets_chosen"] = chosen;
+  return j;
 }
 
 json CompletionBody(const ResponseIds& ids, const std::string& text, const GenerationOutcome& o,

@@ -7,7 +7,8 @@
 //   chunk with stream_options.include_usage (no choices). SseEvent wraps JSON as
 //   "data: ...\n\n"; kSseDone is the final "data: [DONE]\n\n".
 // - GooseStats: what the request ran (spec, budget) and how speculation went: mean accepted
-//   tokens, forward passes, drafted / accepted per source, tokens per second.
+//   tokens, forward passes, mean tree size, drafted / accepted per source, tokens per second,
+//   and with --budget auto the budgets chosen ("budgets_chosen": {"B": cycles}).
 // - Text in these bodies is valid UTF-8 already (TextStream); Dump() still replaces anything
 //   invalid rather than throw.
 #pragma once

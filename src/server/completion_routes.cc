@@ -90,6 +90,7 @@ ApiOr<PreparedJob> Prepare(const Server::Impl& s, const CompletionRequest& r) {
   }
   p.budget_auto = r.budget_auto || (!r.budget && s.default_budget_auto);
   if (r.budget) params.spec.budget = *r.budget;
+  params.spec.auto_budget = p.budget_auto;  // the slot's engine chooses on the cost curve
   if (p.budget_auto && l.cost.empty()) {
     return BadRequest("goose.budget",
                       "\"auto\" needs the cost curve, which goose serve measures at start only "
@@ -123,11 +124,6 @@ void Server::Impl::HandleCompletion(const httplib::Request& req, httplib::Respon
   auto channel = std::make_shared<GenerationChannel>();
   const SlotPool::Admit admit = loaded.slots->Submit([this, prep, channel](int slot) {
     GenerationJob job = prep->job;
-    if (prep->budget_auto) {  // the slot's own chooser, used only on this thread
-      std::shared_ptr<BudgetChooser>& c = loaded.choosers[slot][prep->spec_key];
-      if (!c) c = std::make_shared<BudgetChooser>(loaded.cost);
-      job.params.spec.choose_budget = [c](const SpecStats& h) { return (*c)(h); };
-    }
     if (opts.on_cycle) {
       job.params.on_cycle = [hook = opts.on_cycle, slot](const Proposal&, const AcceptResult&) {
         hook(slot);

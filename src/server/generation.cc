@@ -72,12 +72,21 @@ void Generate(Engine& engine, const GenerationJob& job, GenerationChannel& chann
     channel.Append(piece);
     return !text.stopped() && !cancelled();
   };
+  const SpecParams& spec = job.params.spec;
+  const std::vector<int64_t> chosen_before =
+      spec.auto_budget ? engine.ChosenBudgets(spec) : std::vector<int64_t>{};
   StatusOr<GenerateResult> r = engine.Generate(job.prompt, job.params, on_tokens);
   if (!r.ok()) {
     out->status = r.status();
     return;
   }
   out->result = std::move(r).value();
+  if (spec.auto_budget) {  // the engine counts per variant since its start: this request's part
+    out->budgets_chosen = engine.ChosenBudgets(spec);
+    for (size_t b = 0; b < chosen_before.size() && b < out->budgets_chosen.size(); ++b) {
+      out->budgets_chosen[b] -= chosen_before[b];
+    }
+  }
   channel.Append(text.Finish());
   out->n_generated = n_counted;
   const GenerateParams& p = job.params;

@@ -41,6 +41,9 @@ struct GenerationOutcome {
   int n_generated = 0;
   std::string finish_reason;  // "stop" or "length"
   GenerateResult result;      // statistics and timings (tokens as the engine produced them)
+  // --budget auto: the cycles this request ran at each budget ([B]), as the engine's chooser
+  // picked them; empty otherwise, and for a method that sizes its own trees on the curve.
+  std::vector<int64_t> budgets_chosen;
   int slot = -1;
 };
 

@@ -190,17 +190,29 @@ void Server::Impl::Load() {
   l.pool = std::make_unique<ThreadPool>(opts.n_threads > 0 ? opts.n_threads
                                                            : ThreadPool::DefaultThreads());
   if (default_budget_auto) {  // measured once per model and machine, then cached
-    auto cal = LoadOrMeasureCost(model, opts.model_path, l.pool.get(), /*recalibrate=*/false);
+    auto cal = LoadOrMeasureCost(model, opts.model_path, l.pool.get(), opts.recalibrate);
     if (!cal.ok()) return SetPhase(kFailed, cal.status());
-    if (!cal->note.empty()) std::fprintf(stderr, "goose: %s\n", cal->note.c_str());
-    l.cost = ToCostSamples(cal->curve);
+    l.calibration = std::move(cal).value();
+    if (!l.calibration.note.empty()) {
+      std::fprintf(stderr, "goose: warning: %s\n", l.calibration.note.c_str());
+    }
+    l.cost = ToCostSamples(l.calibration.curve);
   }
-  l.learned = std::make_shared<LearnedStore>();
+  // What the methods learned in earlier runs on this model, generate's and serve's alike; each
+  // variant loads on its first request.
+  if (opts.table_cache) {
+    l.cache = std::make_shared<LearnedCache>(
+        opts.cache_dir.empty() ? GooseCacheDir() : opts.cache_dir, ModelFingerprint(model));
+  }
+  l.learned = std::make_shared<LearnedStore>(l.cache);
   for (int i = 0; i < opts.n_parallel; ++i) {
     l.engines.push_back(std::make_unique<Engine>(model, l.n_ctx, l.pool.get(), l.learned));
     l.engines.back()->set_pool_mutex(&l.pool_mu);
+    if (!l.cost.empty()) l.engines.back()->SetCostCurve(l.cost);
   }
-  l.choosers.resize(opts.n_parallel);
+  // The default variant loads now, so that a corrupt cache is reported at start.
+  (void)l.engines[0]->learned(default_spec);
+  PrintCacheWarnings();
   l.slots = std::make_unique<SlotPool>(opts.n_parallel, opts.max_queue);
   l.created = static_cast<int64_t>(std::time(nullptr));
   SetPhase(kReady, Status::Ok());
@@ -231,9 +243,25 @@ void Server::Impl::DoShutdown() {
 }
 
 void Server::Impl::SaveLearned() {
-  // The persistent table cache (what TR/GOOSE learned, kept across server runs) is being added
-  // in src/engine; it is saved here, once the slots have stopped, from loaded.learned. Wired at
-  // merge.
+  LoadedModel& l = loaded;
+  // Every slot's kept variants live in the one store; a slot's per-request (cold) variants
+  // save their statistics from its engine. A failed save is a warning: the next run starts
+  // colder, that is all.
+  for (const std::unique_ptr<Engine>& engine : l.engines) (void)engine->SaveLearned();
+  PrintCacheWarnings();
+  // Passes much faster than the cached curve says: it was measured on a busy machine.
+  if (!l.cost.empty()) {
+    for (const std::unique_ptr<Engine>& engine : l.engines) {
+      (void)CheckObservedCosts(l.calibration, engine->ObservedPassCosts());
+    }
+  }
+}
+
+void Server::Impl::PrintCacheWarnings() {
+  if (!loaded.cache) return;
+  for (const std::string& w : loaded.cache->TakeWarnings()) {
+    std::fprintf(stderr, "goose: warning: %s\n", w.c_str());
+  }
 }
 
 bool Server::Impl::CheckReady(httplib::Response& res, bool generation) {

@@ -20,7 +20,8 @@
 //   slot. Non-streamed requests run to their end (max_tokens bounds them).
 // - Shutdown(): new generation requests get 503, the listener closes, in-flight and queued
 //   requests get shutdown_grace_seconds to finish and are then cancelled (each within one
-//   forward pass), responses are written, SaveLearned() runs, and it returns. Idempotent.
+//   forward pass), responses are written, what the slots learned is saved to the table cache
+//   (the one `goose generate` uses, loaded at start), and it returns. Idempotent.
 // - Security: with api_key, every route but /health needs "Authorization: Bearer KEY"
 //   (compared in constant time), else 401. Bodies over max_body_bytes get 413; a socket read or
 //   write that stalls for timeout_seconds ends the connection. No request field names a file.
@@ -51,6 +52,12 @@ struct ServerOptions {
   int n_http_threads = 0;      // 0 = 2 * (n_parallel + max_queue) + 8
   std::string spec = "goose";  // default method (ParseSpecVariant); requests may choose another
   std::string budget = "0";    // default node budget 0..128 (0 = the method's) or "auto"
+  bool recalibrate = false;    // --budget auto: measure the cost curve again, not the cache's
+  // What TR/GOOSE learn is loaded from and saved to the table cache (engine/learned_cache.h),
+  // as `goose generate` does: loaded at start, saved at Shutdown(). cache_dir: its root (empty:
+  // GooseCacheDir()).
+  bool table_cache = true;
+  std::string cache_dir;
   std::string api_key;         // empty: no authentication
   std::string chat_template;   // a ChatFamilyName; empty: read tokenizer.chat_template
   std::string alias;           // model id in the API; empty: the model file's name

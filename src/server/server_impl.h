@@ -19,8 +19,9 @@
 #include <thread>
 #include <vector>
 
-#include "engine/budget_chooser.h"
+#include "engine/cost_cache.h"
 #include "engine/engine.h"
+#include "engine/learned_cache.h"
 #include "method/method.h"
 #include "server/api_request.h"
 #include "server/api_response.h"
@@ -38,14 +39,15 @@ struct LoadedModel {
   std::optional<ChatTemplate> chat;
   std::string chat_missing;      // why `chat` is empty, for the error a chat request gets
   std::vector<CostSample> cost;  // the verify-cost curve (--budget auto), else empty
+  CostCalibration calibration;   // where `cost` came from (checked against real passes at exit)
   int n_ctx = 0;
   int64_t created = 0;  // Unix seconds at load
   std::unique_ptr<ThreadPool> pool;
   std::mutex pool_mu;  // forward passes take turns on `pool` (Engine::set_pool_mutex)
+  // What TR/GOOSE learned, shared by the slots and persisted per model (null without a cache).
+  std::shared_ptr<LearnedCache> cache;
   std::shared_ptr<LearnedStore> learned;
   std::vector<std::unique_ptr<Engine>> engines;  // [slot]
-  // [slot] variant key -> the slot's cost-aware budget chooser (used on that slot's thread).
-  std::vector<std::map<std::string, std::shared_ptr<BudgetChooser>>> choosers;
   std::unique_ptr<SlotPool> slots;
 };
 
@@ -77,8 +79,11 @@ struct Server::Impl {
   void Load();
   void SetPhase(Phase p, Status st);
   void DoShutdown();
-  // Writes the learned tables to the persistent cache (called once, after the slots stopped).
+  // Writes what the slots learned to the table cache and checks the cost curve against the
+  // passes the slots timed (called once, after the slots stopped).
   void SaveLearned();
+  // The table cache's warnings, each as a "goose: warning:" line on stderr.
+  void PrintCacheWarnings();
 
   // Answers 503 and returns false unless the model is ready and the server not draining.
   bool CheckReady(httplib::Response& res, bool generation);

@@ -7,6 +7,8 @@
 
 #include <initializer_list>
 
+#include "util/escape.h"
+
 namespace goose {
 namespace {
 
@@ -90,10 +92,10 @@ StatusOr<std::unique_ptr<PreTokenizer>> PreTokenizer::Create(std::string_view na
   const PreSpec* spec = FindSpec(name);
   if (!spec) {
     return Status::Error(StrFormat(
-        "unsupported BPE pre-tokenizer \"%.*s\" (tokenizer.ggml.pre); supported: default, "
+        "unsupported BPE pre-tokenizer \"%s\" (tokenizer.ggml.pre); supported: default, "
         "llama3/llama-bpe, qwen2, gpt-2, mpt, starcoder, refact, falcon, deepseek-llm, "
         "deepseek-coder and aliases",
-        static_cast<int>(name.size()), name.data()));
+        EscapeForMessage(name).c_str()));
   }
   std::unique_ptr<PreTokenizer> p(new PreTokenizer());
   for (const char* pattern : spec->regexes) {

@@ -7,6 +7,7 @@
 
 #include "tokenizer/byte_level.h"
 #include "tokenizer/tokenizer_impl.h"
+#include "util/escape.h"
 
 namespace goose {
 namespace {
@@ -180,7 +181,7 @@ StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromGguf(const GgufFile& gguf) {
     return Status::Error(StrFormat(
         "%s: metadata key tokenizer.ggml.model is \"%s\"; supported tokenizers are \"llama\" "
         "(SentencePiece) and \"gpt2\" (byte-level BPE)",
-        path, im->model.c_str()));
+        path, EscapeForMessage(im->model).c_str()));
   }
   im->pre = "default";
   GOOSE_RETURN_IF_ERROR(ReadString(gguf, "pre", &im->pre, /*required=*/false));
@@ -240,7 +241,7 @@ StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromGguf(const GgufFile& gguf) {
       if (sp == std::string::npos) {
         return Status::Error(StrFormat(
             "%s: metadata key tokenizer.ggml.merges[%zu] = \"%s\" is not \"left right\"", path, i,
-            m.c_str()));
+            EscapeForMessage(m).c_str()));
       }
       im->merge_rank.emplace(MergeKey(std::string_view(m).substr(0, sp),
                                       std::string_view(m).substr(sp + 1)),

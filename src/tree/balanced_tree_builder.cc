@@ -1,4 +1,5 @@
-// BuildBalancedTree: the isotropic control of §1.5 / convention 11 (BFS, k children per node).
+// BuildBalancedTree: the isotropic control of docs/methods.md §3.4 / convention 11 (BFS, k
+// children per node).
 #include <deque>
 
 #include "tree/tree_builders.h"

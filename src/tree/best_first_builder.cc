@@ -76,16 +76,54 @@ DraftTree BuildBestFirstTree(int32_t anchor, int32_t anchor_prev, std::span<cons
     }
   };
 
+  // Sizing by cost: the best size so far and its rate (see BestFirstParams::cost).
+  const std::vector<CostSample>* cost = params.cost;
+  const double scale = params.value_scale;
+  int best_size = 1;
+  double best_rate = 0, expected = 1;  // expected tokens of the tree so far
+  size_t next = 0;                      // first cost sample above the current size
+  if (cost) {
+    while (next < cost->size() && (*cost)[next].nodes <= 1) {
+      if ((*cost)[next].nodes == 1) best_rate = 1 / (*cost)[next].seconds;
+      ++next;
+    }
+  }
+  // True if some size above the current one could beat best_rate with every further node worth
+  // `top` (values only fall in best-first order, so that bounds them).
+  auto may_pay = [&](double top) {
+    for (size_t k = next; k < cost->size(); ++k) {
+      const int extra = (*cost)[k].nodes - tree.size();
+      if ((expected + scale * top * extra) / (*cost)[k].seconds > best_rate) return true;
+    }
+    return false;
+  };
+
   expand(0);
   while (tree.size() < params.budget && !heap.empty()) {
     const Candidate2 c = heap.top();
-    heap.pop();
     if (!(c.value > 0.0)) break;
+    if (cost && (next >= cost->size() || !may_pay(c.value))) break;
+    heap.pop();
     if (tree.FindChild(c.parent, c.token) >= 0) continue;  // defensive: siblings stay distinct
     const int v = tree.Add(c.token, c.parent, c.source, c.rank, c.score, c.tier);
     value.push_back(c.value);
     spine_pos.push_back(c.spine_index >= 0 ? c.spine_index + 1 : -1);
     expand(v);
+    if (cost) {
+      expected += scale * c.value;
+      if (tree.size() == (*cost)[next].nodes) {
+        const double rate = expected / (*cost)[next].seconds;
+        if (rate > best_rate) {
+          best_rate = rate;
+          best_size = tree.size();
+        }
+        ++next;
+      }
+    }
+  }
+  if (cost) {
+    tree.Truncate(best_size);
+    value.resize(best_size);
   }
   if (values) *values = std::move(value);
   return tree;

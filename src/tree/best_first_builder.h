@@ -1,7 +1,8 @@
 // Best-first spine tree: goose's tuned GOOSE builder (`--spec goose` without the paper preset).
 //
-// Idea. Algorithm 1 fixes the spine/branch split by a confidence formula; on the tiny model
-// that formula lays 90-node spines of which 1-2 tokens are accepted (docs/algorithms.md §9).
+// Idea. Algorithm 1 (docs/methods.md §3.6.2) fixes the spine/branch split by a confidence
+// formula; on the tiny model that formula lays 90-node spines of which 1-2 tokens are accepted
+// (docs/methods.md §8). The method: docs/methods.md §3.7.
 // Here every candidate node gets a value = P(its whole root path is accepted), the product of
 // per-edge acceptance probabilities *measured online* (EdgeAcceptance), and the tree is the
 // `budget` highest-value candidates. Because a child's value never exceeds its parent's, the
@@ -47,6 +48,15 @@ struct BestFirstParams {
   int max_depth = 64;     // deepest node depth
   int spine_class = 1;    // EdgeAcceptance class of this cycle's match
   bool unigram_extras = true;  // draft tier-1 candidates (unigram tokens missing from the bigram)
+  // Sizing by cost (--budget auto): the verify cost of the sizes the tree may take (smallest
+  // first, non-decreasing). The tree is cut at the size s maximising
+  //   (1 + value_scale * sum of the s - 1 best values) / cost(s),
+  // the expected tokens per second of its pass (value_scale calibrates the values against what
+  // cycles actually accepted). Growth stops as soon as no larger size can beat the best so far,
+  // even if every further node had the value of the best remaining candidate; so a cycle whose
+  // best candidate cannot pay builds nothing but the root. Null: grow to `budget`.
+  const std::vector<CostSample>* cost = nullptr;
+  double value_scale = 1.0;
 };
 
 // `values` (optional) receives each node's value (root = 1), in node order.

@@ -1,7 +1,7 @@
 // DraftTree: a tree of drafted tokens, node 0 = the anchor (root), in structure-of-arrays form.
 // Invariants (CheckInvariants): parents[0] == -1; 0 <= parents[i] < i for i > 0;
 // depth[i] == depth[parents[i]] + 1; sibling tokens are distinct. Node order is creation order
-// (convention 9): root, spine, root branches, spine branches, BFS extension.
+// (convention 9, docs/methods.md §7): root, spine, root branches, spine branches, BFS extension.
 #pragma once
 
 #include <cstdint>
@@ -13,6 +13,13 @@ namespace goose {
 enum class NodeSource : uint8_t { kRoot = 0, kSpine = 1, kBranch = 2, kChain = 3 };
 constexpr int kNumSources = 4;
 const char* NodeSourceName(NodeSource s);
+
+// What verifying a tree of `nodes` nodes costs: seconds of one target pass (a point of the
+// measured verify-cost curve, engine/verify_cost.h), for sizing trees by cost.
+struct CostSample {
+  int nodes = 0;
+  double seconds = 0;
+};
 
 struct DraftTree {
   std::vector<int32_t> tokens;   // [n]

@@ -1,4 +1,4 @@
-// Exact arithmetic for tree budgets (convention 15 of docs/algorithms.md §9): the spine ratio,
+// Exact arithmetic for tree budgets (convention 15 of docs/methods.md §7): the spine ratio,
 // the branch shares and the 1/(i+1) allocations are floors of rationals, and doubles land on the
 // wrong side of integer boundaries (c = 4/5 gives B = 91 instead of 92). The harmonic sums of the
 // allocation rule have denominators far beyond 128 bits (lcm(1..100) ~ 7e40), hence BigUint.
@@ -40,7 +40,7 @@ class BigUint {
   std::vector<uint32_t> limbs_;
 };
 
-// GOOSE's spine allocations (§1.5 step 6): for i = 0..len-1,
+// GOOSE's spine allocations (docs/methods.md §3.6.2 step 6): for i = 0..len-1,
 // alloc_i = min(max(1, floor(share * (1/(i+1)) / H(len))), remaining), remaining -= alloc_i,
 // with H(len) = sum_{j=1..len} 1/j evaluated exactly.
 std::vector<int> HarmonicAllocations(int share, int len);

@@ -1,4 +1,5 @@
-// SequoiaDp / BuildFromTemplate: optimal static tree shapes for per-rank acceptance (§4.2).
+// SequoiaDp / BuildFromTemplate: optimal static tree shapes for per-rank acceptance
+// (docs/methods.md §3.5).
 #include <algorithm>
 #include <cmath>
 #include <deque>

@@ -1,9 +1,9 @@
-// SpineEma: paper GOOSE's spine-acceptance EMA (docs/algorithms.md §1.8), kept exact.
+// SpineEma: paper GOOSE's spine-acceptance EMA (docs/methods.md §3.6.3), kept exact.
 //
 // e starts at 1/2; after every spine-tree cycle e <- 3/10 * accepted / drafted + 7/10 * e. It only
-// selects the spine-ratio tier of Algorithm 1 step 2 (e < 1/5, e < 2/5), and convention 15 wants
-// that test exact: in doubles a first cycle accepting 1 of 6 spine nodes gives
-// e = 0.39999999999999997 (tier 0.30) where exactly e = 2/5 (tier 0.50).
+// selects the spine-ratio tier of docs/methods.md §3.6.2 step 2 (e < 1/5, e < 2/5), and
+// convention 15 wants that test exact: in doubles a first cycle accepting 1 of 6 spine nodes
+// gives e = 0.39999999999999997 (tier 0.30) where exactly e = 2/5 (tier 0.50).
 //
 // Representation: e = num / den with den = 2 * prod(10 * drafted_i), both BigUint, so Update
 // and Less are exact. A cycle adds about log2(10 * drafted) <= 10 bits; past kMaxBits (more

@@ -1,5 +1,5 @@
-// BuildSpineTree / PlanSpineTree: GOOSE's anisotropic tree, Algorithm 1 of docs/algorithms.md
-// §1.5 with conventions 8, 9, 15 of §9.
+// BuildSpineTree / PlanSpineTree: GOOSE's anisotropic tree, Algorithm 1 as docs/methods.md
+// §3.6.2 gives it (steps 1-8), with conventions 8, 9 and 15 of §7.
 #include <algorithm>
 #include <cmath>
 #include <deque>

@@ -1,4 +1,4 @@
-// BuildTrTree: Token Recycling's static template "2.2.2" (docs/algorithms.md §2.1).
+// BuildTrTree: Token Recycling's static template "2.2.2" (docs/methods.md §3.3).
 #include <algorithm>
 #include <map>
 
@@ -10,7 +10,7 @@ namespace {
 // TR uses the first 8 ranks of its [V x 8] matrix.
 constexpr int kTrRanks = 8;
 
-// Child counts of template "2.2.2" (§2.1, authoritative listing); unlisted paths have none.
+// Child counts of template "2.2.2" (docs/methods.md §3.3); unlisted paths have none.
 const std::map<std::vector<int>, int>& ChildCounts() {
   static const std::map<std::vector<int>, int> counts = {
       {{}, 8},

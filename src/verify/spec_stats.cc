@@ -93,6 +93,49 @@ void SpecStats::Merge(const SpecStats& o) {
   spine_continuation_tokens += o.spine_continuation_tokens;
 }
 
+void SpecStats::Scale(double f) {
+  auto scale = [f](int64_t* v, int count) {
+    for (int i = 0; i < count; ++i) v[i] = static_cast<int64_t>(static_cast<double>(v[i]) * f);
+  };
+  scale(&cycles, 1);
+  scale(route_cycles, kNumRoutes);
+  scale(&committed, 1);
+  scale(&bonus, 1);
+  scale(&stopped, 1);
+  scale(tree_nodes, kMaxTreeNodes + 1);
+  scale(&tree_nodes_total, 1);
+  scale(drafted, kNumSources);
+  scale(reached, kNumSources);
+  scale(accepted, kNumSources);
+  scale(&drafted_depth[0][0], kNumSources * (kMaxDepth + 1));
+  scale(&reached_depth[0][0], kNumSources * (kMaxDepth + 1));
+  scale(&accepted_depth[0][0], kNumSources * (kMaxDepth + 1));
+  scale(&reached_rank[0][0], kNumSources * kMaxRank);
+  scale(&accepted_rank[0][0], kNumSources * kMaxRank);
+  scale(&branch_parents_reached, 1);
+  scale(&spine_continuation_cycles, 1);
+  scale(&spine_continuation_tokens, 1);
+}
+
+void BudgetHistory::Record(int budget, int tree_nodes, int committed) {
+  Entry& e = at[budget];
+  if (e.tree_nodes.empty()) e.tree_nodes.assign(SpecStats::kMaxTreeNodes + 1, 0);
+  ++e.cycles;
+  e.committed += committed;
+  ++e.tree_nodes[std::clamp(tree_nodes, 1, SpecStats::kMaxTreeNodes)];
+}
+
+void BudgetHistory::Scale(double f) {
+  for (auto& [budget, e] : at) {
+    e.cycles = static_cast<int64_t>(static_cast<double>(e.cycles) * f);
+    e.committed *= f;
+    for (int64_t& n : e.tree_nodes) n = static_cast<int64_t>(static_cast<double>(n) * f);
+  }
+  calibration_committed *= f;
+  calibration_predicted *= f;
+  calibration_cycles = static_cast<int64_t>(static_cast<double>(calibration_cycles) * f);
+}
+
 double SpecStats::TokensPerCycle() const {
   return cycles > 0 ? static_cast<double>(committed) / static_cast<double>(cycles) : 0.0;
 }

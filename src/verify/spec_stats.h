@@ -1,4 +1,4 @@
-// SpecStats: per-cycle speculation counters (docs/algorithms.md §1.8, §8.6, convention 13).
+// SpecStats: per-cycle speculation counters (docs/methods.md §6, convention 13).
 //
 // Contract
 // - AccumulateStats(tree, route, result, stats) adds one verified cycle: its route (as the
@@ -9,15 +9,18 @@
 // - Per-depth buckets clamp at kMaxDepth, per-rank buckets at kMaxRank - 1 (last = "or more").
 // - tree_nodes[n]: passes that scored a tree of n nodes (root included; clamped at
 //   kMaxTreeNodes), so a cost model can charge every pass the size it actually had.
-// - Branch per-rank acceptance p_t(k) of §8.6 = accepted_rank[kBranch][k] /
-//   branch_parents_reached (path nodes, root included, with at least one branch child).
+// - Branch per-rank acceptance p_t(k) (Sequoia's, docs/methods.md §3.5) =
+//   accepted_rank[kBranch][k] / branch_parents_reached (path nodes, root included, with at
+//   least one branch child).
 // - Chain-route / PLD nodes are tagged kChain and so never mix into the spine/branch rates.
-// - The spine EMA (§1.8) is not kept here; the engine owns it.
+// - The spine EMA (docs/methods.md §3.6.3) is not kept here; the paper GOOSE drafter owns it.
 // - Plain data; Merge() adds another instance (per request -> global).
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
+#include <vector>
 
 #include "tree/draft_tree.h"
 #include "verify/verifier.h"
@@ -57,6 +60,8 @@ struct SpecStats {
   int64_t spine_continuation_tokens = 0;
 
   void Merge(const SpecStats& other);
+  // Every counter times `factor` (rounded down): older evidence counts less (persisted history).
+  void Scale(double factor);
   // committed / cycles (0 when no cycle).
   double TokensPerCycle() const;
   // tree_nodes_total / cycles (0 when no cycle).
@@ -67,5 +72,24 @@ struct SpecStats {
 
 void AccumulateStats(const DraftTree& tree, Route route, const AcceptResult& result,
                      SpecStats* stats);
+
+// What the cycles run at each budget chosen by --budget auto delivered: the cycles, the tokens
+// they committed and the sizes their trees came out at (a tree may stop short of its budget).
+// Plain data, kept with a variant's learned state and persisted with it.
+struct BudgetHistory {
+  struct Entry {
+    int64_t cycles = 0;
+    double committed = 0;
+    std::vector<int64_t> tree_nodes;  // [n]: cycles whose tree had n nodes (n <= kMaxTreeNodes)
+  };
+  std::map<int, Entry> at;  // by budget
+  // The chooser's calibration of its acceptance model: over the cycles it predicted, the tokens
+  // they committed and the tokens it had predicted.
+  double calibration_committed = 0, calibration_predicted = 0;
+  int64_t calibration_cycles = 0;
+
+  void Record(int budget, int tree_nodes, int committed);
+  void Scale(double factor);
+};
 
 }  // namespace goose

@@ -1,4 +1,4 @@
-// WalkTree: the source-priority walk of §1.7 / §7.1-7.2 over a DraftTree.
+// WalkTree: the source-priority walk of docs/methods.md §4.2-§4.3 over a DraftTree.
 #include "verify/verifier.h"
 
 #include "util/check.h"

@@ -1,4 +1,4 @@
-// Verifier: walks a scored DraftTree and decides what is accepted (docs/algorithms.md §1.7, §7).
+// Verifier: walks a scored DraftTree and decides what is accepted (docs/methods.md §4).
 //
 // Contract
 // - target(node) returns the token the target model emits after node `node`'s path: the argmax

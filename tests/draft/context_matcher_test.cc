@@ -14,7 +14,7 @@ namespace {
 
 using Tokens = std::vector<int32_t>;
 
-// ---- Brute-force reference of §1.3 / §3.1 on a plain token vector. ----
+// ---- Brute-force reference of docs/methods.md §2.1 / §2.2 on a plain token vector. ----
 
 struct RefMatch {
   int n = 0;

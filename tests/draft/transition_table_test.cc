@@ -303,6 +303,13 @@ TEST(TransitionTableTest, LoadRejectsCorruptFilesAndKeepsTable) {
   d = good;
   d[first_id + 2 * 3 * 4] = 100;  // row 2, rank 0 id = 100 >= n_vocab
   expect_error(d, "out of range");
+  // Scores: row 2's (3 ids, then 64 * 3 ids before the scores) must stay in [0, 1] and sorted.
+  const size_t first_score = first_id + 64 * 3 * 4;
+  for (float bad_score : {NAN, INFINITY, 1e30f, -0.5f, 1.5f}) {
+    expect_error(patch(first_score + 2 * 3 * 4, &bad_score, 4), "not in [0, 1]");
+  }
+  const float above = 0.9f;  // rank 1 above rank 0 (1/2)
+  expect_error(patch(first_score + (2 * 3 + 1) * 4, &above, 4), "sorted by score");
   EXPECT_FALSE(u.Load(TempPath("does_not_exist.bin")).ok());
   TransitionTable w(65, 3, 4, true, 0x1234);
   const Status s = w.Load(path);

@@ -38,12 +38,16 @@ std::string ReadAll(const std::string& path) {
 
 std::string GooseBinary() { return std::string(GOOSE_BINARY_DIR) + "/goose"; }
 
+// The cache directory of every goose run here (learned tables, cost curves): the tests never
+// touch the user's ~/.cache.
+std::string CacheHome() { return TempPath("cache"); }
+
 // Runs `binary args` through the shell, after `shell_prefix` (e.g. "ulimit -v N;").
 RunResult Goose(const std::string& args, const std::string& binary = GooseBinary(),
                 const std::string& shell_prefix = "") {
   const std::string out = TempPath("stdout"), err = TempPath("stderr");
-  const std::string cmd =
-      shell_prefix + "'" + binary + "' " + args + " >" + out + " 2>" + err;
+  const std::string cmd = shell_prefix + "XDG_CACHE_HOME='" + CacheHome() + "' '" + binary +
+                          "' " + args + " >" + out + " 2>" + err;
   const int status = std::system(cmd.c_str());
   RunResult r;
   if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
@@ -142,6 +146,42 @@ TEST(Cli, TrCacheRoundTripsPerVariant) {
   EXPECT_NE(other.exit_code, 0);
   EXPECT_NE(other.err.find("goose:"), std::string::npos) << other.err;
   std::filesystem::remove(cache);
+}
+
+// The learned-state cache as users meet it: a run after a damaged cache file warns once on
+// stderr and prints the same text; four processes at once leave files the next run loads
+// without a warning; --no-table-cache neither reads nor writes.
+TEST(Cli, TableCacheSurvivesDamageAndConcurrentRuns) {
+  std::filesystem::remove_all(CacheHome());
+  const std::string args = "generate -m " + Model() +
+                           " -p 'Tom had a big red ball. He liked to play with it.' -n 32 --spec goose";
+  const RunResult first = Goose(args);
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  EXPECT_EQ(first.err.find("warning"), std::string::npos) << first.err;
+  std::string state;
+  for (const auto& d : std::filesystem::recursive_directory_iterator(CacheHome())) {
+    if (d.path().filename() == "goose+keep.state") state = d.path().string();
+  }
+  ASSERT_FALSE(state.empty()) << "no learned state under " << CacheHome();
+  std::ofstream(state, std::ios::trunc) << "not a state";
+  const RunResult damaged = Goose(args);
+  ASSERT_EQ(damaged.exit_code, 0) << damaged.err;
+  EXPECT_EQ(damaged.out, first.out);
+  EXPECT_NE(damaged.err.find("goose: warning: ignored the learned-state cache"), std::string::npos)
+      << damaged.err;
+
+  const std::string cmd = "XDG_CACHE_HOME='" + CacheHome() + "' '" + GooseBinary() + "' " + args +
+                          " > /dev/null 2>&1";
+  const std::string four = "(" + cmd + " & " + cmd + " & " + cmd + " & " + cmd + " & wait)";
+  ASSERT_EQ(std::system(four.c_str()), 0);
+  const RunResult after = Goose(args);
+  EXPECT_EQ(after.out, first.out);
+  EXPECT_EQ(after.err.find("warning"), std::string::npos) << after.err;
+
+  std::filesystem::remove_all(CacheHome());
+  const RunResult off = Goose(args + " --no-table-cache");
+  EXPECT_EQ(off.out, first.out);
+  EXPECT_FALSE(std::filesystem::exists(CacheHome()));
 }
 
 TEST(Cli, TokenizeMatchesReferencePromptTokens) {
@@ -300,7 +340,7 @@ TEST(Cli, BadInputGivesOneLineErrorAndNonZeroExit) {
   std::string long_prompt;
   for (int i = 0; i < 40; ++i) long_prompt += "Once upon a time ";
   const std::string m = " -m " + Model();
-  const std::string commands = "generate, tokenize, synth, bench, bench-verify";
+  const std::string commands = "generate, tokenize, synth, bench, serve, bench-verify";
   struct BadCase {
     const char* name;
     std::string args;

@@ -119,10 +119,12 @@ TEST(BudgetChooser, LearnsThatTreesStopShortOfTheBudget) {
   BudgetChooser choose(samples);
   // A chain source accepted almost always whose trees never exceed 11 nodes.
   SpecStats h;
+  BudgetHistory history;
   const int ch = static_cast<int>(NodeSource::kChain);
-  int last = 0;
-  for (int cycle = 0; cycle < 40; ++cycle) {
-    last = choose(h);
+  std::vector<int> chosen;
+  for (int cycle = 0; cycle < 60; ++cycle) {
+    const int last = choose.Choose(h, history);
+    chosen.push_back(last);
     const int nodes = std::min(last, 11);
     h.cycles += 1;
     h.committed += nodes;  // the whole chain, then the bonus token
@@ -137,9 +139,14 @@ TEST(BudgetChooser, LearnsThatTreesStopShortOfTheBudget) {
       h.reached_depth[ch][d] += 1;
       h.accepted_depth[ch][d] += 1;
     }
+    choose.Observe(last, nodes, nodes, &history);
   }
-  EXPECT_EQ(last, 11);
-  EXPECT_GT(choose.tree_sizes()[11][11], 0);
+  // The budget climbs while the chain keeps being accepted, finds that trees stop at 11 nodes,
+  // and settles there: every budget >= 11 builds 11 nodes and the smallest such wins
+  // (exploration of its neighbours aside).
+  EXPECT_GE(std::count(chosen.end() - 10, chosen.end(), 11), 8) << ::testing::PrintToString(chosen);
+  ASSERT_TRUE(history.at.count(11));
+  EXPECT_GT(history.at[11].tree_nodes[11], 0);
 }
 
 TEST(EstimateAcceptance, ReadsPerRankAndPerDepthCounts) {
@@ -178,10 +185,11 @@ TEST(BudgetChooser, FallsBackToPlainAndProbesRarely) {
   opt.max_probe_every = 16;
   BudgetChooser linear({{1, 1.0}, {64, 64.0}}, opt);
   EXPECT_EQ(linear.probe_budget(), 2);
-  EXPECT_EQ(linear(SpecStats{}), 2);  // nothing drafted yet: one cheap exploration cycle
+  // Nothing drafted and no history yet: one cheap exploration cycle.
+  EXPECT_EQ(linear.Choose(SpecStats{}, BudgetHistory{}), 2);
   const SpecStats none_accepted = Drafted(50, 0);
   int non_plain = 0;
-  for (int i = 0; i < 200; ++i) non_plain += linear(none_accepted) != 1;
+  for (int i = 0; i < 200; ++i) non_plain += linear.Choose(none_accepted, BudgetHistory{}) != 1;
   // Probes after 4, 8, 16, 16, ... calls at budget 1: about 200/16 of them.
   EXPECT_GE(non_plain, 10);
   EXPECT_LE(non_plain, 16);
@@ -189,7 +197,8 @@ TEST(BudgetChooser, FallsBackToPlainAndProbesRarely) {
 
 TEST(BudgetChooser, UsesTreesWhenTheyPay) {
   BudgetChooser choose({{1, 1.0}, {16, 1.0}, {128, 8.0}});
-  EXPECT_EQ(choose(Drafted(1000, 700)), 16);  // chain with p ~ 0.7 on a flat curve up to 16
+  // A chain with p ~ 0.7 on a flat curve up to 16.
+  EXPECT_EQ(choose.Choose(Drafted(1000, 700), BudgetHistory{}), 16);
   EXPECT_EQ(choose.chosen()[16], 1);
 }
 
@@ -201,10 +210,11 @@ TEST(BudgetChooser, UsesTreesWhenTheyPay) {
 TEST(BudgetChooser, MeasuredTokensOverruleTheModel) {
   BudgetChooser choose({{1, 1.0}, {16, 1.0}, {128, 8.0}});
   SpecStats h = Drafted(1000, 700);
+  BudgetHistory history;
   const int br = static_cast<int>(NodeSource::kBranch);
   std::vector<int> budgets;
   for (int cycle = 0; cycle < 200; ++cycle) {
-    const int b = choose(h);
+    const int b = choose.Choose(h, history);
     budgets.push_back(b);
     h.cycles += 1;
     h.tree_nodes[b] += 1;
@@ -219,6 +229,7 @@ TEST(BudgetChooser, MeasuredTokensOverruleTheModel) {
       h.accepted_rank[br][0] += 7;
       h.accepted_depth[br][1] += 7;
     }
+    choose.Observe(b, b, 1, &history);
   }
   EXPECT_EQ(budgets[0], 16);
   const auto first_plain = std::find(budgets.begin(), budgets.end(), 1);
@@ -226,6 +237,28 @@ TEST(BudgetChooser, MeasuredTokensOverruleTheModel) {
   EXPECT_LE(first_plain - budgets.begin(), kMinMeasuredCycles + 1);
   // Afterwards only the rare exploration probes run a tree.
   EXPECT_LE(std::count(budgets.end() - 100, budgets.end(), 16), 10);
+}
+
+// A hill climb on measured rates: the model rates 8 nodes best (p = 0.5 per node), but the
+// cycles commit 1 + B/4 tokens up to 16 nodes. Exploring the neighbours of the best measures 16,
+// which then wins, and 32 (too costly), which does not; without the history (a new process) the
+// measured winner would be forgotten, which is why the history is persisted.
+TEST(BudgetChooser, ExploresNeighboursAndMovesToTheMeasuredBest) {
+  // Flat to 16, then steep.
+  BudgetChooser choose({{1, 1.0}, {4, 1.0}, {8, 1.05}, {16, 1.1}, {32, 3.0}});
+  SpecStats h = Drafted(1000, 500);  // p = 0.5 per node: E(8) ~ 2, E(16) ~ 2
+  BudgetHistory history;
+  std::vector<int> budgets;
+  for (int cycle = 0; cycle < 600; ++cycle) {
+    const int b = choose.Choose(h, history);
+    budgets.push_back(b);
+    choose.Observe(b, b, 1 + std::min(b, 16) / 4, &history);
+  }
+  ASSERT_TRUE(history.at.count(16));
+  EXPECT_GE(history.at[16].cycles, kMinMeasuredCycles);
+  EXPECT_GE(std::count(budgets.end() - 50, budgets.end(), 16), 40);  // exploration aside
+  BudgetChooser fresh({{1, 1.0}, {4, 1.0}, {8, 1.05}, {16, 1.1}, {32, 3.0}});
+  EXPECT_EQ(fresh.Choose(h, history), 16) << "a persisted history starts at the measured best";
 }
 
 }  // namespace

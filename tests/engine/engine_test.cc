@@ -1,4 +1,4 @@
-// Engine loop conventions (docs/algorithms.md §9): MAT accounting, n_predict cut, stop tokens,
+// Engine loop conventions (docs/methods.md §7): MAT accounting, n_predict cut, stop tokens,
 // context limit, table lifetime, and per-source statistics that add up.
 #include <gtest/gtest.h>
 #include <unistd.h>

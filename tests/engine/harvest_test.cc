@@ -1,4 +1,4 @@
-// Harvest semantics at engine level (docs/algorithms.md §1.4 item 2, conventions 4, 5, 7): after
+// Harvest semantics at engine level (docs/methods.md §2.4, conventions 4, 5, 7): after
 // the prefill and after the first cycle, the engine's table holds exactly the rows predicted
 // from one-token reference logits — every evaluated row (rejected tree nodes included) in node
 // order, bigram keyed on the tree parent's token, the root row only into the unigram tier, row 0

@@ -116,6 +116,14 @@ std::vector<Case> Cases() {
                {"truncated", "uint64 value", "'k'"}});
   c.push_back({"duplicate key", Raw().Header(0, 2).KvU32("a.b", 1).KvU32("a.b", 2).b,
                {"duplicate key 'a.b'", "offset 43", "key #1"}});
+  // Names are quoted escaped (util/escape.h): invalid UTF-8, controls, quotes.
+  c.push_back({"key name not UTF-8", Raw().Header(0, 1).Str("tokenize\xff\xff").U32(99).b,
+               {"key #0 'tokenize\\xFF\\xFF'", "unknown value type 99"}});
+  c.push_back({"key name with controls", Raw().Header(0, 1).Str("a\n\x1b[2J'b").U32(99).b,
+               {"key #0 'a\\n\\x1B[2J\\'b'"}});
+  c.push_back({"tensor name not UTF-8",
+               Raw().Header(2, 0).Tensor("w\xc0", {32}, 0, 0).Tensor("w\xc0", {32}, 0, 128).b,
+               {"duplicate tensor name 'w\\xC0'", "tensor #1 'w\\xC0'"}});
   c.push_back({"alignment not power of two",
                Raw().Header(0, 1).KvU32("general.alignment", 48).b,
                {"general.alignment 48", "power of two", "offset"}});
@@ -165,6 +173,9 @@ TEST(GgufCorruptionTest, EachKindIsReportedWithContext) {
     const std::string msg = f.status().message();
     if (std::getenv("GOOSE_PRINT_ERRORS")) std::printf("%-28s %s\n", c.label, msg.c_str());
     EXPECT_EQ(msg.rfind("bad.gguf: ", 0), 0u) << c.label << ": " << msg;
+    for (unsigned char ch : msg) {
+      EXPECT_TRUE(ch >= 0x20 && ch < 0x7F) << c.label << ": raw byte in the message: " << msg;
+    }
     for (const std::string& want : c.must_contain) {
       EXPECT_NE(msg.find(want), std::string::npos)
           << c.label << ": message lacks \"" << want << "\": " << msg;

@@ -77,6 +77,21 @@ TEST(GgufFileTest, ReadsTinyLlama) {
   EXPECT_EQ(g.FindTensor("blk.5.ffn_down.weight"), nullptr);
 }
 
+TEST(GgufValueTest, AsIntOfAnyFloatIsDefined) {
+  // A float from a file may be anything (fuzz/regressions/gguf_model/float-as-int-overflow).
+  EXPECT_EQ(GgufValue::F32(-2.75f).AsInt(), -2);
+  EXPECT_EQ(GgufValue::F32(7.13625e31f).AsInt(), INT64_MAX);
+  EXPECT_EQ(GgufValue::F32(-1e30f).AsInt(), INT64_MIN);
+  EXPECT_EQ(GgufValue::F32(INFINITY).AsInt(), INT64_MAX);
+  EXPECT_EQ(GgufValue::F32(NAN).AsInt(), 0);
+  GgufValue d;
+  d.type = GgufType::kFloat64;
+  d.f = -0x1p63;
+  EXPECT_EQ(d.AsInt(), INT64_MIN);
+  d.f = 0x1p62;
+  EXPECT_EQ(d.AsInt(), int64_t{1} << 62);
+}
+
 TEST(GgufFileTest, OpenMissingFileNamesPath) {
   auto f = GgufFile::Open("/nonexistent/x.gguf");
   ASSERT_FALSE(f.ok());

@@ -48,7 +48,9 @@ TEST(Registry, TableLifetimeModifiersOnlyForTableMethods) {
     SpecParams spec;
     const Status st = ParseSpecVariant(std::string(m->name()) + "+keep", &spec);
     EXPECT_EQ(st.ok(), m->uses_table()) << m->name();
-    if (!st.ok()) EXPECT_NE(st.message().find("keep"), std::string::npos) << st.message();
+    if (!st.ok()) {
+      EXPECT_NE(st.message().find("keep"), std::string::npos) << st.message();
+    }
   }
 }
 

@@ -82,6 +82,11 @@ TEST(ModelErrorsTest, UnsupportedArchitecture) {
   EXPECT_CONTAINS(msg, "general.architecture");
   EXPECT_CONTAINS(msg, "unsupported architecture");
   EXPECT_CONTAINS(msg, "mamba");
+  // Quoted escaped (util/escape.h).
+  const std::string raw = WriteVariant("arch_raw", {.metadata = [](GgufWriter& w) {
+    w.Set("general.architecture", GgufValue::String("mam\xff" "ba\n"));
+  }});
+  EXPECT_CONTAINS(LoadError(raw), "'mam\\xFFba\\n'");
 }
 
 TEST(ModelErrorsTest, MissingKey) {
@@ -114,6 +119,17 @@ TEST(ModelErrorsTest, InvalidKeys) {
     EXPECT_CONTAINS(msg, c.key);
     EXPECT_CONTAINS(msg, c.expect);
   }
+}
+
+TEST(ModelErrorsTest, AbsurdBlockCountFailsAtTheFirstMissingLayer) {
+  // 2^24 layers claimed, 5 in the file: the error names blk.5, and Load never allocated 2^24
+  // layers' weights first (fuzz/regressions/gguf_model/huge-block-count).
+  const std::string path = WriteVariant("blocks", {.metadata = [](GgufWriter& w) {
+    w.Set("llama.block_count", GgufValue::U32(1u << 24));
+  }});
+  const std::string msg = LoadError(path);
+  EXPECT_CONTAINS(msg, "blk.5.attn_norm.weight");
+  EXPECT_CONTAINS(msg, "missing");
 }
 
 TEST(ModelErrorsTest, MissingTensor) {

@@ -21,6 +21,8 @@ if ! command -v node >/dev/null 2>&1; then
 fi
 tmp=$(mktemp -d)
 trap 'kill_goose_serve; rm -rf "$tmp"' EXIT
+# The server's and goose generate's table and cost caches stay in the test's folder.
+export XDG_CACHE_HOME="$tmp/cache"
 
 start_goose_serve "$tmp/serve.log" -m "$model" --parallel "$slots" --max-queue 64 "$@"
 rss_ready=$(awk '/VmRSS/ {print $2}' "/proc/$serve_pid/status")

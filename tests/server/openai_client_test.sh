@@ -14,6 +14,8 @@ if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
 fi
 tmp=$(mktemp -d)
 trap 'kill_goose_serve; rm -rf "$tmp"' EXIT
+# The server's and goose generate's table and cost caches stay in the test's folder.
+export XDG_CACHE_HOME="$tmp/cache"
 
 # openai 7.x needs Node 22; 6.x runs on Node 18 and 20.
 (cd "$tmp" && npm init -y >/dev/null && npm install --no-audit --no-fund --silent openai@6) || {

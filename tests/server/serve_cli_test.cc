@@ -3,12 +3,14 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
@@ -93,8 +95,21 @@ int PortFrom(const std::string& line) {
   return at == std::string::npos ? -1 : std::atoi(line.c_str() + at + 10);
 }
 
+// A graceful stop saves what the method learned to the table cache, as `goose generate` does.
+bool HasLearnedState(const std::string& dir) {
+  if (!std::filesystem::exists(dir)) return false;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir)) {
+    if (e.path().filename() == "goose+keep.state") return true;
+  }
+  return false;
+}
+
 TEST(ServeCli, AnswersAndStopsOnSignalsWithExitZero) {
+  const std::string cache = std::filesystem::temp_directory_path() /
+                            ("goose_serve_cli_test_" + std::to_string(getpid()));
+  setenv("XDG_CACHE_HOME", cache.c_str(), 1);  // the child's environment
   for (int sig : {SIGTERM, SIGINT}) {
+    std::filesystem::remove_all(cache);
     ServeProcess p({"-m", TinyModelPath(), "--port", "0", "--parallel", "2", "-t", "1"});
     ASSERT_GT(p.pid(), 0);
     std::string line;
@@ -112,7 +127,10 @@ TEST(ServeCli, AnswersAndStopsOnSignalsWithExitZero) {
     ASSERT_EQ(p.Signal(sig), 0);
     EXPECT_EQ(p.Wait(), 0) << p.output();
     EXPECT_NE(p.output().find("goose: stopped"), std::string::npos) << p.output();
+    EXPECT_TRUE(HasLearnedState(cache)) << "nothing saved under " << cache;
   }
+  std::filesystem::remove_all(cache);
+  unsetenv("XDG_CACHE_HOME");
 }
 
 TEST(ServeCli, BadFlagsAreOneLineErrors) {

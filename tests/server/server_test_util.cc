@@ -25,6 +25,8 @@ std::unique_ptr<TestServer> StartServer(ServerOptions opts) {
   if (opts.model_path.empty()) opts.model_path = TinyModelPath();
   opts.host = "127.0.0.1";
   opts.port = 0;
+  // Tests leave the user's table cache alone: one that wants a cache names its folder.
+  if (opts.cache_dir.empty()) opts.table_cache = false;
   auto s = Server::Create(std::move(opts));
   if (!s.ok()) {
     ADD_FAILURE() << s.status().message();

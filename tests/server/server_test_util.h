@@ -23,7 +23,7 @@ struct TestServer {
   int port = 0;
   httplib::Client Client(int read_timeout_s = 120) const;
 };
-// Fills model_path and port; fails the calling test (ADD_FAILURE) if it does not start.
+// Fills model_path and port, turns the table cache off unless opts.cache_dir names one; fails the calling test (ADD_FAILURE) if it does not start.
 std::unique_ptr<TestServer> StartServer(ServerOptions opts);
 
 // Plain decoding (spec none) of `prompt` encoded with BOS: the text `goose generate` prints

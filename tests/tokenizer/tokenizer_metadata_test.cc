@@ -119,6 +119,8 @@ TEST(TokenizerMetadataTest, UnknownModel) {
   GgufWriter w = SpmWriter();
   w.Set("tokenizer.ggml.model", GgufValue::String("bert"));
   ExpectError(w, {"tokenizer.ggml.model", "bert"});
+  w.Set("tokenizer.ggml.model", GgufValue::String("bert\xe2\x80\xae"));  // + RLO
+  ExpectError(w, {"\"bert\\u{202E}\""});
 }
 
 TEST(TokenizerMetadataTest, MissingTokens) {
@@ -166,9 +168,14 @@ TEST(TokenizerMetadataTest, BpeNeedsMergesAndKnownPre) {
   ExpectError(w, {"tokenizer.ggml.merges"});
   w.Set("tokenizer.ggml.merges", GgufValue::StringArray({"ab"}));
   ExpectError(w, {"tokenizer.ggml.merges[0]"});
+  // Text from the file is quoted escaped (util/escape.h).
+  w.Set("tokenizer.ggml.merges", GgufValue::StringArray({"a\n\xff"}));
+  ExpectError(w, {"tokenizer.ggml.merges[0] = \"a\\n\\xFF\""});
   w.Set("tokenizer.ggml.merges", GgufValue::StringArray({"a b"}));
   w.Set("tokenizer.ggml.pre", GgufValue::String("klingon"));
   ExpectError(w, {"klingon", "tokenizer.ggml.pre"});
+  w.Set("tokenizer.ggml.pre", GgufValue::String("kling\x1b[0mon"));
+  ExpectError(w, {"\"kling\\x1B[0mon\""});
 }
 
 }  // namespace

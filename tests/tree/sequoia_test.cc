@@ -1,4 +1,4 @@
-// Sequoia DP (§4.2) against brute-force enumeration, and BuildFromTemplate.
+// Sequoia DP (docs/methods.md §3.5) against brute-force enumeration, and BuildFromTemplate.
 #include <gtest/gtest.h>
 
 #include <map>

@@ -1,4 +1,5 @@
-// GOOSE Algorithm 1 (§1.5): plan arithmetic (worked examples, convention 15) and tree shape.
+// GOOSE Algorithm 1 (docs/methods.md §3.6.2): plan arithmetic (worked examples of §3.6.4,
+// convention 15) and tree shape.
 #include <gtest/gtest.h>
 
 #include <numeric>
@@ -83,7 +84,8 @@ TEST(SpinePlanTest, FourteenTokenMatchIsExact) {
 }
 
 TEST(SpineEmaTest, OneOfSixLandsExactlyOnTwoFifths) {
-  // §1.8 in doubles: 0.3 * (1/6) + 0.7 * 0.5 = 0.39999999999999997 picks tier 0.30.
+  // docs/methods.md §3.6.3 in doubles: 0.3 * (1/6) + 0.7 * 0.5 = 0.39999999999999997 picks tier
+  // 0.30.
   EXPECT_LT(0.3 * (1.0 / 6) + 0.7 * 0.5, 0.4);
   SpineEma e;
   e.Update(1, 6);  // exactly 1/20 + 7/20 = 2/5
