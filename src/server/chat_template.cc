@@ -4,6 +4,8 @@
 #include <utility>
 #include <vector>
 
+#include "util/escape.h"
+
 namespace goose::server {
 
 namespace {
@@ -221,9 +223,10 @@ StatusOr<std::string> RenderChat(const ChatTemplate& tmpl, std::span<const ChatM
     std::string& role = norm[i].role;
     if (role == "developer") role = "system";
     if (role != "system" && role != "user" && role != "assistant") {
+      // The role is the client's text: quoted escaped, so the message stays one line.
       return Status::Error(StrFormat(
           "messages[%zu].role is '%s'; the roles are system, user, assistant (and developer)", i,
-          role.size() > 40 ? (role.substr(0, 40) + "...").c_str() : role.c_str()));
+          EscapeForMessage(role, 40).c_str()));
     }
   }
   switch (tmpl.family) {

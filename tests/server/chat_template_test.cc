@@ -121,6 +121,12 @@ TEST(ChatTemplate, DeveloperIsSystemAndUnknownRolesAreErrors) {
   EXPECT_NE(r.status().message().find("messages[1].role is 'wizard'"), std::string::npos)
       << r.status().message();
   EXPECT_FALSE(RenderChat(t, std::vector<ChatMessage>{}).ok());
+  // A role is the client's text: quoted escaped, the message stays one line (fuzz_chat_template).
+  const std::vector<ChatMessage> odd = {{"wiz\nard\xff", "x"}};
+  r = RenderChat(t, odd);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("role is 'wiz\\nard\\xFF'"), std::string::npos)
+      << r.status().message();
 }
 
 TEST(ChatTemplate, NamesRoundTrip) {
