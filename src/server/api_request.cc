@@ -6,6 +6,7 @@
 
 #include "method/method.h"
 #include "server/utf8.h"
+#include "util/escape.h"
 #include "util/status.h"
 
 namespace goose::server {
@@ -28,10 +29,15 @@ ApiError Unsupported(const std::string& param, const std::string& why) {
   return e;
 }
 
-// A short rendering of a bad value for messages.
+// A short rendering of a bad value for messages (JSON escapes control characters; the cut is
+// at a character boundary, so the message stays valid UTF-8).
 std::string Show(const json& v) {
   std::string s = v.dump(-1, ' ', false, json::error_handler_t::replace);
-  if (s.size() > 60) s = s.substr(0, 57) + "...";
+  if (s.size() > 60) {
+    size_t cut = 57;
+    while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;
+    s = s.substr(0, cut) + "...";
+  }
   return s;
 }
 
@@ -178,7 +184,9 @@ ApiOr<json> ParseObject(std::string_view body) {
   try {
     j = json::parse(body);
   } catch (const json::exception& e) {
-    return Invalid("", std::string("request body is not valid JSON: ") + e.what());
+    // The parser quotes what it last read, which may end inside a character or hold a control
+    // byte: escaped, the message stays one line of UTF-8.
+    return Invalid("", "request body is not valid JSON: " + EscapeForMessage(e.what(), 240));
   }
   if (!j.is_object()) {
     return Invalid("", std::string("request body must be a JSON object, not ") + TypeName(j));
