@@ -29,10 +29,14 @@ ApiError Unsupported(const std::string& param, const std::string& why) {
   return e;
 }
 
-// A short rendering of a bad value for messages (JSON escapes control characters; the cut is
-// at a character boundary, so the message stays valid UTF-8).
+// A short rendering of a bad value for messages: one line of valid UTF-8 (JSON escapes the
+// control characters but DEL, which gets its JSON escape here; the cut is at a character
+// boundary).
 std::string Show(const json& v) {
-  std::string s = v.dump(-1, ' ', false, json::error_handler_t::replace);
+  std::string s;
+  for (char c : v.dump(-1, ' ', false, json::error_handler_t::replace)) {
+    s += c == '\x7f' ? std::string("\\u007f") : std::string(1, c);
+  }
   if (s.size() > 60) {
     size_t cut = 57;
     while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;

@@ -174,14 +174,15 @@ TEST(ApiRequest, BodiesThatAreNotJsonObjects) {
   ExpectError("{\"prompt\": \"a\xff\"}", "", "not valid UTF-8 (byte 13)");
   ExpectError("{\"prompt\": \"\xc0\xaf\"}", "", "not valid UTF-8");  // overlong '/'
   ExpectError(R"({"prompt": "\ud800"})", "", "not valid JSON");      // lone surrogate escape
-  // What the JSON parser quotes of the body, and a long bad value, never end inside a character
-  // (found by fuzz_api_request): the message is valid UTF-8 on one line.
+  // What the JSON parser quotes of the body, and a long or odd bad value, never end inside a
+  // character nor hold DEL (found by fuzz_api_request): the message is one line of UTF-8.
   for (const std::string& body :
        {std::string("{\"x\": \"\xc3\xa9\" \xc3\xa9}"),
-        R"({"messages": [{"role": ")" + std::string(55, 'x') + "\xc3\xa9\xc3\xa9\xc3\xa9\"}]}"}) {
+        R"({"messages": [{"role": ")" + std::string(55, 'x') + "\xc3\xa9\xc3\xa9\xc3\xa9\"}]}",
+        std::string("{\"messages\": [{\"role\": \"a\x7f\"}]}")}) {
     const ApiError e = Err(body, ApiKind::kChat);
     EXPECT_TRUE(IsValidUtf8(e.message)) << e.message;
-    EXPECT_EQ(e.message.find('\n'), std::string::npos) << e.message;
+    EXPECT_EQ(e.message.find_first_of("\n\x7f"), std::string::npos) << e.message;
   }
   // Deep nesting is parsed without recursion (no stack overflow) and then rejected.
   ExpectError("{\"prompt\": " + std::string(100000, '[') + std::string(100000, ']') + "}", "prompt",
