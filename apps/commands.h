@@ -21,6 +21,7 @@ Runner AddSynthCommand(CLI::App& app);
 Runner AddBenchVerifyCommand(CLI::App& app);
 Runner AddBenchCommand(CLI::App& app);
 Runner AddDemoCommand(CLI::App& app);
+Runner AddServeCommand(CLI::App& app);
 
 // Model path to use when -m is not given: $GOOSE_MODEL if set, else
 // shared/models/stories260K.gguf next to the checkout the executable is in

@@ -6,7 +6,8 @@
 //   untied output) whose vocabularies are such cuts;
 // - tokenizer: every llama.cpp tokenizer test input (../shared/vocab/*.inp), one file each;
 // - transition_table: saved tables (bigram and unigram-only, a few sizes) with harvested rows;
-// - cost_cache: a cost cache goose wrote for the tiny model (tiny calibration options).
+// - cost_cache: a cost cache goose wrote for the tiny model (tiny calibration options);
+// - chat_template: the chat template of every shared vocabulary that has one, with messages.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -206,6 +207,24 @@ void CostCacheSeeds(const fs::path& shared, const fs::path& out, const fs::path&
   fs::copy_file(cal->cache_path, dir / "goose-written", fs::copy_options::overwrite_existing);
 }
 
+// Every shared vocabulary's tokenizer.chat_template (the real templates people meet), each with a
+// short conversation in chat_template_fuzz.cc's format.
+void ChatTemplateSeeds(const fs::path& shared, const fs::path& out) {
+  const fs::path dir = out / "chat_template";
+  fs::create_directories(dir);
+  static const std::string kChat =
+      "\x1esystem\x1fYou are terse.\x1euser\x1fHello\x1e"
+      "assistant\x1f Hi. \x1euser\x1fTell me a story";
+  for (const auto& e : fs::directory_iterator(shared / "vocab")) {
+    if (e.path().extension() != ".gguf") continue;
+    auto gguf = GgufFile::Open(e.path().string());
+    Must(gguf.status());
+    if (auto jinja = (*gguf)->GetString("tokenizer.chat_template")) {
+      WriteAll(dir / ("template-" + e.path().stem().string()), *jinja + kChat);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace goose::fuzz
 
@@ -220,6 +239,7 @@ int main(int argc, char** argv) {
   TokenizerSeeds(shared, out);
   TableSeeds(out, tmp);
   CostCacheSeeds(shared, out, tmp);
+  ChatTemplateSeeds(shared, out);
   fs::remove_all(tmp);
   std::printf("fuzz seeds written under %s\n", out.c_str());
   return 0;

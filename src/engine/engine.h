@@ -137,6 +137,12 @@ class Engine {
   // in saved tables so a table never loads into another model's engine.
   uint64_t model_fingerprint() const { return env_.target_fingerprint; }
 
+  // Engines that share one ThreadPool (server slots) take turns on it: ThreadPool::Run is not
+  // reentrant, so when set, the engine holds *mu around every Context forward pass (prefill
+  // passes and tree passes), and only then; drafting and verification run outside it. Null (the
+  // default): no lock. Set before Generate; `mu` must outlive the engine's calls.
+  void set_pool_mutex(std::mutex* mu) { pool_mu_ = mu; }
+
  private:
   Status CheckRequest(std::span<const int32_t> prompt, const GenerateParams& params) const;
   void RecordPass(int nodes, double seconds);
@@ -154,6 +160,7 @@ class Engine {
   size_t passes_ = 0;
   std::map<std::string, BudgetChooser> choosers_;  // --budget auto, by SpecVariantKey
   SpecStats total_;
+  std::mutex* pool_mu_ = nullptr;  // see set_pool_mutex()
 };
 
 // See Engine::model_fingerprint().

@@ -1,0 +1,229 @@
+// POST /v1/completions and /v1/chat/completions: request -> prompt tokens and generation
+// parameters -> a job on a slot -> one JSON answer, or server-sent events as the slot commits.
+#include <chrono>
+#include <cstdio>
+
+#include "server/api_response.h"
+#include "server/generation.h"
+#include "server/server_impl.h"
+
+namespace goose::server {
+
+namespace {
+
+using nlohmann::json;
+
+// What a request runs, resolved against the loaded model and the server's defaults.
+struct PreparedJob {
+  GenerationJob job;
+  bool budget_auto = false;
+  std::string spec_key;  // SpecVariantKey: the "goose.spec" reported back
+  json budget;           // "auto" or the node budget
+};
+
+ApiError BadRequest(std::string param, std::string message, std::string code = "") {
+  ApiError e;
+  e.param = std::move(param);
+  e.message = std::move(message);
+  e.code = std::move(code);
+  return e;
+}
+
+// A generation the shutdown cancelled (after its grace period).
+ApiError CancelledByShutdown() {
+  ApiError e;
+  e.status = 503;
+  e.type = "unavailable_error";
+  e.code = "shutting_down";
+  e.message = "the server is shutting down; the generation was cancelled";
+  return e;
+}
+
+ApiOr<PreparedJob> Prepare(const Server::Impl& s, const CompletionRequest& r) {
+  const LoadedModel& l = s.loaded;
+  const Tokenizer& tok = l.model->tokenizer();
+  PreparedJob p;
+  std::vector<int32_t>& prompt = p.job.prompt;
+  if (r.kind == ApiKind::kChat) {
+    if (!l.chat) {
+      return BadRequest("messages",
+                        l.chat_missing +
+                            ", so goose cannot write a chat prompt for it; start "
+                            "goose serve with --chat-template NAME (" +
+                            ChatFamilyNames() + "), or send the prompt yourself to /v1/completions",
+                        "no_chat_template");
+    }
+    StatusOr<std::string> text = RenderChat(*l.chat, r.messages);
+    if (!text.ok()) return BadRequest("messages", text.status().message());
+    prompt = l.specials.Encode(tok, *text, /*add_bos=*/true);
+  } else if (r.prompt_is_tokens) {
+    for (size_t i = 0; i < r.prompt_tokens.size(); ++i) {
+      if (r.prompt_tokens[i] >= tok.n_vocab()) {
+        return BadRequest("prompt", StrFormat("'prompt[%zu]' = %d is outside the vocabulary "
+                                              "(0..%d)",
+                                              i, r.prompt_tokens[i], tok.n_vocab() - 1));
+      }
+    }
+    prompt = r.prompt_tokens;
+  } else {
+    prompt = tok.Encode(r.prompt, /*add_bos=*/true);  // as `goose generate -p`
+  }
+  const int n_prompt = static_cast<int>(prompt.size());
+  if (n_prompt == 0) {
+    return BadRequest("prompt",
+                      "the prompt is empty and this vocabulary adds no BOS token: give "
+                      "at least one token");
+  }
+  if (n_prompt >= l.n_ctx) {
+    return BadRequest(r.kind == ApiKind::kChat ? "messages" : "prompt",
+                      StrFormat("the prompt is %d tokens long but the context holds %d; send a "
+                                "shorter one (or start goose serve with a larger -c)",
+                                n_prompt, l.n_ctx),
+                      "context_length_exceeded");
+  }
+  GenerateParams& params = p.job.params;
+  params.spec = s.default_spec;
+  if (!r.spec.empty()) {
+    params.spec = SpecParams{};
+    (void)ParseSpecVariant(r.spec, &params.spec);  // checked by ParseCompletionRequest
+    params.spec.budget = s.default_spec.budget;
+  }
+  p.budget_auto = r.budget_auto || (!r.budget && s.default_budget_auto);
+  if (r.budget) params.spec.budget = *r.budget;
+  params.spec.auto_budget = p.budget_auto;  // the slot's engine chooses on the cost curve
+  if (p.budget_auto && l.cost.empty()) {
+    return BadRequest("goose.budget",
+                      "\"auto\" needs the cost curve, which goose serve measures at start only "
+                      "with --budget auto; give a number instead (0 = the method's default)");
+  }
+  params.sampling.temp = r.temperature;
+  params.sampling.top_p = r.top_p;
+  params.sampling.top_k = r.top_k;
+  params.sampling.seed = r.seed;
+  params.n_predict = r.max_tokens < 0 ? l.n_ctx : r.max_tokens;
+  params.prefill_chunk = s.opts.prefill_chunk;
+  p.job.stop = r.stop;
+  p.spec_key = SpecVariantKey(params.spec);
+  p.budget = p.budget_auto ? json("auto") : json(ResolvedBudget(params.spec));
+  return p;
+}
+
+}  // namespace
+
+void Server::Impl::HandleCompletion(const httplib::Request& req, httplib::Response& res,
+                                    ApiKind kind) {
+  if (!CheckReady(res, /*generation=*/true)) return;
+  ApiOr<CompletionRequest> parsed = ParseCompletionRequest(req.body, kind);
+  if (!parsed.ok()) return SendError(res, parsed.error());
+  const CompletionRequest& r = parsed.value();
+  ApiOr<PreparedJob> prepared = Prepare(*this, r);
+  if (!prepared.ok()) return SendError(res, prepared.error());
+  auto prep = std::make_shared<PreparedJob>(std::move(prepared.value()));
+  const bool chat = kind == ApiKind::kChat;
+
+  auto channel = std::make_shared<GenerationChannel>();
+  const SlotPool::Admit admit = loaded.slots->Submit([this, prep, channel](int slot) {
+    GenerationJob job = prep->job;
+    if (opts.on_cycle) {
+      job.params.on_cycle = [hook = opts.on_cycle, slot](const Proposal&, const AcceptResult&) {
+        hook(slot);
+      };
+    }
+    RunGeneration(*loaded.engines[slot], job, *channel, cancel_all, slot);
+    const GenerationOutcome& o = channel->outcome();
+    if (o.cancelled) {
+      metrics.CountCancelled();
+    } else if (o.status.ok()) {
+      metrics.CountGeneration(o.n_prompt, o.n_generated, o.result.stats,
+                              o.result.prefill_seconds + o.result.decode_seconds);
+    }
+  });
+  if (admit != SlotPool::Admit::kQueued) {
+    const bool full = admit == SlotPool::Admit::kQueueFull;
+    metrics.CountRejected(full ? "queue_full" : "shutting_down");
+    ApiError e;
+    e.status = 503;
+    e.type = "unavailable_error";
+    e.code = full ? "queue_full" : "shutting_down";
+    e.message = full ? StrFormat("all %d slots are busy and %d requests are waiting; retry later",
+                                 opts.n_parallel, opts.max_queue)
+                     : "the server is shutting down";
+    SendError(res, e);
+    if (full) res.set_header("Retry-After", "1");
+    return;
+  }
+
+  ResponseIds ids;
+  ids.id = StrFormat("%s-%llx%04llx", chat ? "chatcmpl" : "cmpl",
+                     static_cast<unsigned long long>(start_time),
+                     static_cast<unsigned long long>(next_id.fetch_add(1)));
+  ids.created = static_cast<int64_t>(std::time(nullptr));
+  ids.model = model_name;
+
+  if (!r.stream) {
+    channel->WaitDone();
+    const GenerationOutcome& o = channel->outcome();
+    if (!o.status.ok()) return SendError(res, ServerError(o.status.message()));
+    if (o.cancelled) return SendError(res, CancelledByShutdown());
+    const std::string text = channel->Take();
+    const json goose = GooseStats(o, prep->spec_key, prep->budget);
+    return SendJson(res,
+                    chat ? ChatBody(ids, text, o, goose) : CompletionBody(ids, text, o, goose));
+  }
+
+  const bool include_usage = r.include_usage;
+  res.set_header("Cache-Control", "no-cache");
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [channel, prep, ids, chat, include_usage](size_t, httplib::DataSink& sink) {
+        auto write = [&](const std::string& s) {
+          if (sink.write(s.data(), s.size())) return true;
+          channel->Cancel();  // the client went away: the slot stops at its next cycle
+          return false;
+        };
+        auto chunk = [&](const std::string& text, const char* finish) {
+          return SseEvent(chat ? ChatChunkBody(ids, text, false, finish)
+                               : ChunkBody(ids, text, finish));
+        };
+        if (chat && !write(SseEvent(ChatChunkBody(ids, "", /*role_chunk=*/true, nullptr)))) {
+          return false;
+        }
+        while (true) {
+          channel->WaitFor(std::chrono::seconds(1));
+          const bool done = channel->done();  // before Take: no text can follow done
+          const std::string text = channel->Take();
+          if (!text.empty()) {
+            if (!write(chunk(text, nullptr))) return false;
+          } else if (!done) {
+            // Nothing for a second (queued, or a long prefill): an SSE comment, which clients
+            // ignore, so that a client that left is noticed and its job cancelled.
+            if (!write(": waiting\n\n")) return false;
+          }
+          if (!done) continue;
+          const GenerationOutcome& o = channel->outcome();
+          if (!o.status.ok() || o.cancelled) {
+            write(SseEvent(ErrorBody(o.status.ok() ? CancelledByShutdown()
+                                                   : ServerError(o.status.message()))));
+          } else {
+            json last = chat ? ChatChunkBody(ids, "", false, o.finish_reason.c_str())
+                             : ChunkBody(ids, "", o.finish_reason.c_str());
+            last["goose"] = GooseStats(o, prep->spec_key, prep->budget);
+            if (!write(SseEvent(last))) return false;
+            if (include_usage &&
+                !write(SseEvent(UsageChunk(ids, chat, o.n_prompt, o.n_generated)))) {
+              return false;
+            }
+          }
+          if (!write(kSseDone)) return false;
+          sink.done();
+          return true;
+        }
+      },
+      // Called when the response is destroyed; not a success when the headers or a chunk could
+      // not be written (the provider may never have run).
+      [channel](bool success) {
+        if (!success) channel->Cancel();
+      });
+}
+
+}  // namespace goose::server

@@ -1,0 +1,78 @@
+// One generation request on a slot: the engine runs, the text goes through TextStream (stop
+// strings, UTF-8), and a GenerationChannel carries it to the HTTP thread that answers.
+//
+// Contract
+// - GenerationChannel is shared by the producer (the slot thread running RunGeneration) and the
+//   consumer (the HTTP thread): Append/Finish from the producer, Take/WaitFor from the consumer,
+//   Cancel() from the consumer when its client went away. All thread-safe.
+// - RunGeneration never throws and always ends with Finish(): a cancelled request (the channel's
+//   or the server-wide flag) stops at the next committed cycle (Engine's TokenCallback returns
+//   false) and reports cancelled; an engine error reports its Status.
+// - n_generated counts the tokens up to the one that completed a stop string (not the rest of
+//   that speculative cycle), so usage does not depend on how many tokens a cycle accepted.
+// - finish_reason: "stop" (a stop string, an end-of-generation token or a stop token), else
+//   "length" (max_tokens or the context limit).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+#include "tokenizer/tokenizer.h"
+#include "util/status.h"
+
+namespace goose::server {
+
+struct GenerationJob {
+  std::vector<int32_t> prompt;  // BOS included where the vocabulary uses one
+  GenerateParams params;
+  std::vector<std::string> stop;
+};
+
+struct GenerationOutcome {
+  Status status;
+  bool cancelled = false;
+  int n_prompt = 0;
+  int n_generated = 0;
+  std::string finish_reason;  // "stop" or "length"
+  GenerateResult result;      // statistics and timings (tokens as the engine produced them)
+  // --budget auto: the cycles this request ran at each budget ([B]), as the engine's chooser
+  // picked them; empty otherwise, and for a method that sizes its own trees on the curve.
+  std::vector<int64_t> budgets_chosen;
+  int slot = -1;
+};
+
+class GenerationChannel {
+ public:
+  // Producer.
+  void Append(const std::string& text);
+  void Finish(GenerationOutcome outcome);
+  bool cancelled() const { return cancelled_.load(); }
+  // Consumer. WaitFor returns when text is pending, the generation finished, or the timeout
+  // passed; Take() returns the pending text and clears it.
+  void WaitFor(std::chrono::milliseconds timeout);
+  void WaitDone();
+  std::string Take();
+  bool done() const;
+  const GenerationOutcome& outcome() const;  // only after done()
+  void Cancel() { cancelled_.store(true); }
+
+ private:
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::string pending_;
+  bool done_ = false;
+  GenerationOutcome outcome_;
+  std::atomic<bool> cancelled_{false};
+};
+
+// Runs `job` on `engine` (the slot's), feeding `channel`. `cancel_all` is the server-wide stop.
+void RunGeneration(Engine& engine, const GenerationJob& job, GenerationChannel& channel,
+                   const std::atomic<bool>& cancel_all, int slot);
+
+}  // namespace goose::server

@@ -1,0 +1,446 @@
+#include "server/server.h"
+
+#include <csignal>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+
+#include "engine/cost_cache.h"
+#include "server/server_impl.h"
+#include "server/utf8.h"
+
+namespace goose::server {
+
+namespace {
+
+using nlohmann::json;
+
+// Compares in time that depends only on the lengths, so a wrong key's timing says nothing about
+// how much of it was right.
+bool ConstantTimeEquals(std::string_view a, std::string_view b) {
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  const size_t n = std::max(a.size(), b.size());
+  for (size_t i = 0; i < n; ++i) {
+    const unsigned char x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0;
+    const unsigned char y = i < b.size() ? static_cast<unsigned char>(b[i]) : 0;
+    diff |= x ^ y;
+  }
+  return diff == 0;
+}
+
+ApiError Unavailable(std::string message, std::string code) {
+  ApiError e;
+  e.status = 503;
+  e.type = "unavailable_error";
+  e.message = std::move(message);
+  e.code = std::move(code);
+  return e;
+}
+
+// The error body httplib's own statuses get (unknown route, body too large, malformed HTTP).
+ApiError HttpError(int status, size_t max_body) {
+  ApiError e;
+  e.status = status;
+  switch (status) {
+    case 404:
+      e.type = "not_found_error";
+      e.message =
+          "no such endpoint (goose serves /health, /v1/models, /v1/completions, "
+          "/v1/chat/completions, /metrics, /tokenize, /detokenize)";
+      break;
+    case 413:
+      e.message =
+          StrFormat("request body is larger than the server's limit of %zu bytes", max_body);
+      e.code = "request_too_large";
+      break;
+    default:
+      e.message = StrFormat("the request could not be read (HTTP %d)", status);
+      break;
+  }
+  return e;
+}
+
+}  // namespace
+
+ApiError ServerError(const std::string& message) {
+  ApiError e;
+  e.status = 500;
+  e.type = "server_error";
+  e.message = message;
+  return e;
+}
+
+StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options) {
+  auto impl = std::make_unique<Impl>();
+  ServerOptions& o = options;
+  if (o.n_parallel < 1 || o.n_parallel > 256) {
+    return Status::Error(StrFormat("--parallel %d is outside 1..256", o.n_parallel));
+  }
+  if (o.max_queue < 0) return Status::Error("--max-queue must not be negative");
+  if (o.port < 0 || o.port > 65535) {
+    return Status::Error(StrFormat("--port %d is outside 0..65535", o.port));
+  }
+  if (o.timeout_seconds < 1) return Status::Error("--timeout must be at least 1 second");
+  if (o.max_body_bytes < 1024) return Status::Error("the body limit must be at least 1024 bytes");
+  if (Status st = ParseSpecVariant(o.spec, &impl->default_spec); !st.ok()) {
+    return Status::Error("--spec: " + st.message());
+  }
+  if (o.budget == "auto") {
+    impl->default_budget_auto = true;
+  } else {
+    char* end = nullptr;
+    const long b = std::strtol(o.budget.c_str(), &end, 10);
+    if (o.budget.empty() || *end || b < 0 || b > kMaxBudget) {
+      return Status::Error("--budget '" + o.budget + "' is neither 0..128 nor 'auto'");
+    }
+    impl->default_spec.budget = static_cast<int>(b);
+  }
+  if (!o.chat_template.empty() && !ChatFamilyByName(o.chat_template)) {
+    return Status::Error("unknown --chat-template '" + o.chat_template + "' (" + ChatFamilyNames() +
+                         ")");
+  }
+  impl->model_name =
+      o.alias.empty() ? std::filesystem::path(o.model_path).filename().string() : o.alias;
+  if (o.n_http_threads <= 0) o.n_http_threads = 2 * (o.n_parallel + o.max_queue) + 8;
+  impl->opts = std::move(options);
+  return std::unique_ptr<Server>(new Server(std::move(impl)));
+}
+
+Server::Server(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Server::~Server() { Shutdown(); }
+
+StatusOr<int> Server::Start() {
+  Impl& s = *impl_;
+  std::signal(SIGPIPE, SIG_IGN);  // a client that hangs up must not end the process
+  s.start_time = static_cast<int64_t>(std::time(nullptr));
+  s.SetUpRoutes();
+  int port = s.opts.port;
+  if (port == 0) {
+    port = s.http.bind_to_any_port(s.opts.host);
+  } else if (!s.http.bind_to_port(s.opts.host, port)) {
+    port = -1;
+  }
+  if (port <= 0) {
+    return Status::Error(
+        StrFormat("cannot listen on %s:%d (in use, or not an address of this machine?)",
+                  s.opts.host.c_str(), s.opts.port));
+  }
+  s.listen_thread = std::thread([&s] {
+    s.http.listen_after_bind();
+    s.listen_done.store(true);
+  });
+  s.load_thread = std::thread([&s] { s.Load(); });
+  return port;
+}
+
+Status Server::WaitUntilLoaded() {
+  Impl& s = *impl_;
+  std::unique_lock<std::mutex> lock(s.load_mu);
+  s.load_cv.wait(lock, [&] { return s.phase.load() != Impl::kLoading; });
+  return s.load_status;
+}
+
+void Server::Shutdown() {
+  Impl& s = *impl_;
+  std::call_once(s.shutdown_once, [&s] { s.DoShutdown(); });
+}
+
+void Server::CancelAll() { impl_->cancel_all.store(true); }
+
+void Server::Impl::SetPhase(Phase p, Status st) {
+  {
+    std::lock_guard<std::mutex> lock(load_mu);
+    load_status = std::move(st);
+    phase.store(p, std::memory_order_release);
+  }
+  load_cv.notify_all();
+}
+
+void Server::Impl::Load() {
+  LoadedModel& l = loaded;
+  auto model_or = Model::Load(opts.model_path);
+  if (!model_or.ok()) return SetPhase(kFailed, model_or.status());
+  l.model = std::move(model_or).value();
+  const Model& model = *l.model;
+  if (opts.check_model) {
+    if (Status st = opts.check_model(model); !st.ok()) return SetPhase(kFailed, st);
+  }
+  l.specials = SpecialTokens::FromGguf(model.gguf());
+  const Tokenizer& tok = model.tokenizer();
+  if (!opts.chat_template.empty()) {
+    l.chat.emplace();
+    l.chat->family = *ChatFamilyByName(opts.chat_template);
+  } else if (auto jinja = model.gguf().GetString("tokenizer.chat_template")) {
+    l.chat = DetectChatTemplate(*jinja);
+    if (!l.chat) {
+      l.chat_missing =
+          "the model's chat template (tokenizer.chat_template) is not one goose recognises";
+    }
+  } else {
+    l.chat_missing = "the model has no chat template (tokenizer.chat_template)";
+  }
+  if (l.chat) {  // the turn markers Llama-2 and Mistral prompts write, as this vocabulary has them
+    const std::string& bos = l.specials.TokenText(tok.bos());
+    const std::string& eos = l.specials.TokenText(tok.eos());
+    if (!bos.empty()) l.chat->bos_text = bos;
+    if (!eos.empty()) l.chat->eos_text = eos;
+  }
+  l.n_ctx = ContextSize(model.config(), opts.n_ctx);
+  l.pool = std::make_unique<ThreadPool>(opts.n_threads > 0 ? opts.n_threads
+                                                           : ThreadPool::DefaultThreads());
+  if (default_budget_auto) {  // measured once per model and machine, then cached
+    auto cal = LoadOrMeasureCost(model, opts.model_path, l.pool.get(), opts.recalibrate);
+    if (!cal.ok()) return SetPhase(kFailed, cal.status());
+    l.calibration = std::move(cal).value();
+    if (!l.calibration.note.empty()) {
+      std::fprintf(stderr, "goose: warning: %s\n", l.calibration.note.c_str());
+    }
+    l.cost = ToCostSamples(l.calibration.curve);
+  }
+  // What the methods learned in earlier runs on this model, generate's and serve's alike; each
+  // variant loads on its first request.
+  if (opts.table_cache) {
+    l.cache = std::make_shared<LearnedCache>(
+        opts.cache_dir.empty() ? GooseCacheDir() : opts.cache_dir, ModelFingerprint(model));
+  }
+  l.learned = std::make_shared<LearnedStore>(l.cache);
+  for (int i = 0; i < opts.n_parallel; ++i) {
+    l.engines.push_back(std::make_unique<Engine>(model, l.n_ctx, l.pool.get(), l.learned));
+    l.engines.back()->set_pool_mutex(&l.pool_mu);
+    if (!l.cost.empty()) l.engines.back()->SetCostCurve(l.cost);
+  }
+  // The default variant loads now, so that a corrupt cache is reported at start.
+  (void)l.engines[0]->learned(default_spec);
+  PrintCacheWarnings();
+  l.slots = std::make_unique<SlotPool>(opts.n_parallel, opts.max_queue);
+  l.created = static_cast<int64_t>(std::time(nullptr));
+  SetPhase(kReady, Status::Ok());
+}
+
+void Server::Impl::DoShutdown() {
+  draining.store(true);
+  if (listen_thread.joinable()) {
+    // httplib's stop() does nothing before the listener runs; a Shutdown right after Start()
+    // waits for it (a few microseconds) so that the listener cannot outlive the stop.
+    while (!http.is_running() && !listen_done.load()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    http.stop();  // no new connections; kept-alive ones end after their current request
+  }
+  if (load_thread.joinable()) load_thread.join();
+  if (phase.load(std::memory_order_acquire) == kReady) {
+    SlotPool& slots = *loaded.slots;
+    const auto grace = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+        std::chrono::duration<double>(opts.shutdown_grace_seconds));
+    if (!slots.WaitIdle(std::chrono::steady_clock::now() + grace)) {
+      cancel_all.store(true);  // each generation stops within one forward pass
+    }
+    slots.Stop();
+  }
+  if (listen_thread.joinable()) listen_thread.join();  // every response written
+  if (phase.load(std::memory_order_acquire) == kReady) SaveLearned();
+}
+
+void Server::Impl::SaveLearned() {
+  LoadedModel& l = loaded;
+  // Every slot's kept variants live in the one store; a slot's per-request (cold) variants
+  // save their statistics from its engine. A failed save is a warning: the next run starts
+  // colder, that is all.
+  for (const std::unique_ptr<Engine>& engine : l.engines) (void)engine->SaveLearned();
+  PrintCacheWarnings();
+  // Passes much faster than the cached curve says: it was measured on a busy machine.
+  if (!l.cost.empty()) {
+    for (const std::unique_ptr<Engine>& engine : l.engines) {
+      (void)CheckObservedCosts(l.calibration, engine->ObservedPassCosts());
+    }
+  }
+}
+
+void Server::Impl::PrintCacheWarnings() {
+  if (!loaded.cache) return;
+  for (const std::string& w : loaded.cache->TakeWarnings()) {
+    std::fprintf(stderr, "goose: warning: %s\n", w.c_str());
+  }
+}
+
+bool Server::Impl::CheckReady(httplib::Response& res, bool generation) {
+  const int p = phase.load(std::memory_order_acquire);
+  if (p == kLoading) {
+    SendError(res, Unavailable("the model is still loading; retry in a moment", "model_loading"));
+    res.set_header("Retry-After", "1");
+    return false;
+  }
+  if (p == kFailed) {
+    SendError(res, Unavailable("the model failed to load: " + load_status.message(),
+                               "model_load_failed"));
+    return false;
+  }
+  if (generation && draining.load()) {
+    metrics.CountRejected("shutting_down");
+    SendError(res, Unavailable("the server is shutting down", "shutting_down"));
+    return false;
+  }
+  return true;
+}
+
+void Server::Impl::SendError(httplib::Response& res, const ApiError& e) {
+  res.status = e.status;
+  res.set_content(Dump(ErrorBody(e)), "application/json");
+}
+
+void Server::Impl::SendJson(httplib::Response& res, const json& j) {
+  res.status = 200;
+  res.set_content(Dump(j), "application/json");
+}
+
+void Server::Impl::SetUpRoutes() {
+  const int n_http = opts.n_http_threads;
+  http.new_task_queue = [n_http] { return new httplib::ThreadPool(n_http); };
+  http.set_payload_max_length(opts.max_body_bytes);
+  http.set_read_timeout(opts.timeout_seconds, 0);
+  http.set_write_timeout(opts.timeout_seconds, 0);
+  http.set_keep_alive_timeout(5);
+  http.set_keep_alive_max_count(1000);
+  http.set_tcp_nodelay(true);
+
+  http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (opts.api_key.empty() || req.path == "/health") {
+      return httplib::Server::HandlerResponse::Unhandled;
+    }
+    const std::string auth = req.get_header_value("Authorization");
+    constexpr std::string_view kBearer = "Bearer ";
+    const bool ok = auth.size() >= kBearer.size() &&
+                    auth.compare(0, kBearer.size(), kBearer) == 0 &&
+                    ConstantTimeEquals(std::string_view(auth).substr(kBearer.size()), opts.api_key);
+    if (ok) return httplib::Server::HandlerResponse::Unhandled;
+    ApiError e;
+    e.status = 401;
+    e.type = "authentication_error";
+    e.code = "invalid_api_key";
+    e.message = auth.empty() ? "missing API key: send the header 'Authorization: Bearer KEY'"
+                             : "invalid API key";
+    SendError(res, e);
+    return httplib::Server::HandlerResponse::Handled;
+  });
+  // httplib's own errors (404, 413, malformed requests) get an OpenAI-style body; handlers'
+  // errors already have one.
+  http.set_error_handler([this](const httplib::Request&, httplib::Response& res) {
+    if (res.body.empty()) SendError(res, HttpError(res.status, opts.max_body_bytes));
+  });
+  http.set_exception_handler(
+      [this](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+        std::string what = "internal error";
+        try {
+          if (ep) std::rethrow_exception(ep);
+        } catch (const std::bad_alloc&) {
+          what = "out of memory";
+        } catch (const std::exception& e) {
+          what = std::string("internal error: ") + e.what();
+        } catch (...) {
+        }
+        SendError(res, ServerError(what));
+      });
+  http.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+    metrics.CountResponse(req.path, res.status);
+  });
+
+  http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+    const int p = phase.load(std::memory_order_acquire);
+    if (p == kReady) return SendJson(res, {{"status", "ok"}});
+    res.status = 503;
+    json body = {{"status", p == kLoading ? "loading model" : "error"}};
+    if (p == kFailed) body["message"] = load_status.message();
+    res.set_content(Dump(body), "application/json");
+  });
+  http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+    if (!CheckReady(res, false)) return;
+    const LlamaConfig& c = loaded.model->config();
+    json model = {{"id", model_name},
+                  {"object", "model"},
+                  {"created", loaded.created},
+                  {"owned_by", "goose"},
+                  {"meta",
+                   {{"n_vocab", c.n_vocab},
+                    {"n_ctx_train", c.n_ctx_train},
+                    {"n_ctx", loaded.n_ctx},
+                    {"n_embd", c.n_embd},
+                    {"n_layer", c.n_layer},
+                    {"slots", opts.n_parallel},
+                    {"spec", SpecVariantKey(default_spec)},
+                    {"chat_template", loaded.chat ? ChatFamilyName(loaded.chat->family) : ""}}}};
+    SendJson(res, {{"object", "list"}, {"data", json::array({model})}});
+  });
+  http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    GaugeValues g;
+    g.slots_total = opts.n_parallel;
+    if (phase.load(std::memory_order_acquire) == kReady) {
+      g.queue_length = loaded.slots->queued();
+      g.slots_busy = loaded.slots->busy();
+    }
+    res.set_content(metrics.Render(g), "text/plain; version=0.0.4");
+  });
+  http.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
+    HandleCompletion(req, res, ApiKind::kCompletion);
+  });
+  http.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
+    HandleCompletion(req, res, ApiKind::kChat);
+  });
+  http.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
+    HandleTokenize(req, res);
+  });
+  http.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
+    HandleDetokenize(req, res);
+  });
+}
+
+void Server::Impl::HandleTokenize(const httplib::Request& req, httplib::Response& res) {
+  if (!CheckReady(res, false)) return;
+  ApiOr<TokenizeRequest> r = ParseTokenizeRequest(req.body);
+  if (!r.ok()) return SendError(res, r.error());
+  const Tokenizer& tok = loaded.model->tokenizer();
+  const TokenizeRequest& t = r.value();
+  const std::vector<int32_t> ids = t.parse_special
+                                       ? loaded.specials.Encode(tok, t.content, t.add_special)
+                                       : tok.Encode(t.content, t.add_special);
+  json tokens = json::array();
+  for (int32_t id : ids) {
+    if (!t.with_pieces) {
+      tokens.push_back(id);
+      continue;
+    }
+    std::string piece = tok.TokenToPiece(id);
+    if (piece.empty()) piece = loaded.specials.TokenText(id);  // control tokens: their text
+    json p;
+    if (IsValidUtf8(piece)) {
+      p = piece;
+    } else {  // llama-server's form for a piece that is not text: its bytes
+      p = json::array();
+      for (unsigned char c : piece) p.push_back(static_cast<int>(c));
+    }
+    tokens.push_back({{"id", id}, {"piece", p}});
+  }
+  SendJson(res, {{"tokens", tokens}});
+}
+
+void Server::Impl::HandleDetokenize(const httplib::Request& req, httplib::Response& res) {
+  if (!CheckReady(res, false)) return;
+  ApiOr<DetokenizeRequest> r = ParseDetokenizeRequest(req.body);
+  if (!r.ok()) return SendError(res, r.error());
+  const Tokenizer& tok = loaded.model->tokenizer();
+  std::vector<int32_t> ids;
+  for (size_t i = 0; i < r.value().tokens.size(); ++i) {
+    const int64_t id = r.value().tokens[i];
+    if (id < 0 || id >= tok.n_vocab()) {
+      ApiError e;
+      e.param = "tokens";
+      e.message = StrFormat("'tokens[%zu]' = %lld is outside the vocabulary (0..%d)", i,
+                            static_cast<long long>(id), tok.n_vocab() - 1);
+      return SendError(res, e);
+    }
+    ids.push_back(static_cast<int32_t>(id));
+  }
+  SendJson(res, {{"content", ToValidUtf8(tok.Decode(ids))}});
+}
+
+}  // namespace goose::server

@@ -1,0 +1,96 @@
+// Server: `goose serve`, an OpenAI-compatible HTTP server whose answers are exactly what
+// `goose generate` prints for the same prompt and parameters, sooner by speculative decoding.
+//
+// Routes: GET /health, GET /v1/models, POST /v1/completions, POST /v1/chat/completions
+// (stream: server-sent events), GET /metrics (Prometheus), POST /tokenize, POST /detokenize.
+// Request shapes and checks: api_request.h; response shapes: api_response.h; chat prompts:
+// chat_template.h.
+//
+// Contract
+// - Start() binds host:port (127.0.0.1 unless told otherwise) and answers at once; the model
+//   loads in the background, and until it has, /health and every model route answer 503.
+// - One immutable Model; `n_parallel` slots, each an Engine with its own Context and its own
+//   thread (SlotPool); requests beyond the slots wait in a queue of at most `max_queue`, and
+//   beyond that get 503 with Retry-After. Every slot's Engine shares one LearnedStore, so what
+//   TR/GOOSE learn from any request drafts for all (the engine locks each variant around
+//   drafter calls), and one ThreadPool, on which forward passes take turns
+//   (Engine::set_pool_mutex). Output never depends on either: every request's text is plain
+//   decoding's, its sampling keyed by (seed, position).
+// - A streaming client that disconnects cancels its generation at the next cycle and frees its
+//   slot. Non-streamed requests run to their end (max_tokens bounds them).
+// - Shutdown(): new generation requests get 503, the listener closes, in-flight and queued
+//   requests get shutdown_grace_seconds to finish and are then cancelled (each within one
+//   forward pass), responses are written, what the slots learned is saved to the table cache
+//   (the one `goose generate` uses, loaded at start), and it returns. Idempotent.
+// - Security: with api_key, every route but /health needs "Authorization: Bearer KEY"
+//   (compared in constant time), else 401. Bodies over max_body_bytes get 413; a socket read or
+//   write that stalls for timeout_seconds ends the connection. No request field names a file.
+// - Errors are OpenAI-style JSON with a 4xx/5xx status; the server keeps serving after any of
+//   them. A process serving must not die of SIGPIPE: Start() ignores it.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "model/model.h"
+#include "util/status.h"
+
+namespace goose::server {
+
+struct ServerOptions {
+  std::string model_path;
+  // (Draft-model methods add their -md path here; Impl::Load loads it beside the target and
+  // every slot's Engine gets it through its DrafterEnv.)
+  std::string host = "127.0.0.1";
+  int port = 8080;             // 0: any free port (tests)
+  int n_parallel = 1;          // slots
+  int max_queue = 16;          // requests waiting beyond the slots
+  int n_ctx = 0;               // context per slot; 0 = min(model's, 4096)
+  int n_threads = 0;           // forward-pass threads; 0 = all cores
+  int prefill_chunk = 256;     // prompt tokens per prefill pass (-b)
+  int n_http_threads = 0;      // 0 = 2 * (n_parallel + max_queue) + 8
+  std::string spec = "goose";  // default method (ParseSpecVariant); requests may choose another
+  std::string budget = "0";    // default node budget 0..128 (0 = the method's) or "auto"
+  bool recalibrate = false;    // --budget auto: measure the cost curve again, not the cache's
+  // What TR/GOOSE learn is loaded from and saved to the table cache (engine/learned_cache.h),
+  // as `goose generate` does: loaded at start, saved at Shutdown(). cache_dir: its root (empty:
+  // GooseCacheDir()).
+  bool table_cache = true;
+  std::string cache_dir;
+  std::string api_key;         // empty: no authentication
+  std::string chat_template;   // a ChatFamilyName; empty: read tokenizer.chat_template
+  std::string alias;           // model id in the API; empty: the model file's name
+  size_t max_body_bytes = 4u << 20;
+  int timeout_seconds = 30;
+  double shutdown_grace_seconds = 10;
+  // Runs once the model has loaded, before the slots are made (the CLI checks that the slots'
+  // contexts fit in memory); an error fails the load. Null: none.
+  std::function<Status(const Model&)> check_model;
+  // Called on a slot's thread after every verified cycle of a generation there (tracing; tests
+  // use it to slow or hold a generation). Null: none.
+  std::function<void(int slot)> on_cycle;
+};
+
+class Server {
+ public:
+  // Checks the options (method, budget, chat template name, sizes); no I/O.
+  static StatusOr<std::unique_ptr<Server>> Create(ServerOptions options);
+  ~Server();  // Shutdown()
+
+  // Binds and starts answering; returns the bound port.
+  StatusOr<int> Start();
+  // After Start(): blocks until the model has loaded (Ok) or failed to (why).
+  Status WaitUntilLoaded();
+  void Shutdown();
+  // Cancels every generation now instead of waiting for the grace period (a second Ctrl-C).
+  void CancelAll();
+
+  struct Impl;
+
+ private:
+  explicit Server(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace goose::server
