@@ -6,6 +6,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -164,6 +166,23 @@ CLI::Validator NumberIn(double lo, double hi) {
         return "";
       },
       StrFormat("NUMBER in %g..%g", lo, hi));
+}
+
+Status ParseBudgetFlag(const std::string& text, SpecParams* spec) {
+  if (text == "auto") return Status::Ok();  // the caller loads the cost curve first
+  char* end = nullptr;
+  const long b = std::strtol(text.c_str(), &end, 10);
+  if (text.empty() || *end || b < 0 || b > 128) {
+    return Status::Error("--budget '" + text + "' is neither 0..128 nor 'auto'");
+  }
+  spec->budget = static_cast<int>(b);
+  return Status::Ok();
+}
+
+std::string ReadStdin() {
+  std::stringstream ss;
+  ss << std::cin.rdbuf();
+  return ss.str();
 }
 
 StatusOr<CostCalibration> LoadCostCurve(const Model& model, const std::string& model_path,

@@ -91,13 +91,8 @@ int RunDemo(const DemoFlags& f) {
   if (Status st = ParseSpecVariant(f.spec, &spec_params.spec); !st.ok()) {
     return Fail("--spec: " + st.message());
   }
-  if (f.budget != "auto") {
-    char* end = nullptr;
-    const long b = std::strtol(f.budget.c_str(), &end, 10);
-    if (f.budget.empty() || *end || b < 0 || b > 128) {
-      return Fail("--budget '" + f.budget + "' is neither 0..128 nor 'auto'");
-    }
-    spec_params.spec.budget = static_cast<int>(b);
+  if (Status st = ParseBudgetFlag(f.budget, &spec_params.spec); !st.ok()) {
+    return Fail(st.message());
   }
   const std::string source = ResolveModelPath(f.model);
   if (source.empty()) return 1;
@@ -193,24 +188,15 @@ Runner AddDemoCommand(CLI::App& app) {
   auto f = std::make_shared<DemoFlags>();
   app.add_option("-m,--model", f->model,
                  "small llama GGUF (F32) to inflate (default ../shared/models/stories260K.gguf)");
-  app.add_option("--like", f->shape, "the cost to inflate to: " + [] {
-    std::string s;
-    for (const std::string& n : InflateShapes()) s += (s.empty() ? "" : ", ") + n;
-    return s;
-  }())->capture_default_str();
+  app.add_option("--like", f->shape, "the cost to inflate to: " + InflateShapeNames());
   app.add_option("-n,--n-predict", f->n_predict, "tokens per story")
-      ->check(IntIn(1, 4096))
-      ->capture_default_str();
+      ->check(IntIn(1, 4096));
   app.add_option("--prompts", f->prompts, "stories to write")
-      ->check(IntIn(1, kMaxPrompts))
-      ->capture_default_str();
-  app.add_option("--spec", f->spec, "the speculative method: " + MethodNames())
-      ->capture_default_str();
-  app.add_option("--budget", f->budget, "tree node budget: 1..128 or auto")
-      ->capture_default_str();
+      ->check(IntIn(1, kMaxPrompts));
+  app.add_option("--spec", f->spec, "the speculative method: " + MethodNames());
+  app.add_option("--budget", f->budget, "tree node budget: 1..128 or auto");
   app.add_option("-t,--threads", f->threads, "threads (0 = all cores)")
-      ->check(IntIn(0, 64))
-      ->capture_default_str();
+      ->check(IntIn(0, 64));
   app.add_flag("--rebuild", f->rebuild, "build the inflated model again");
   app.add_flag("--json", f->json, "print one JSON object");
   return [f] { return RunDemo(*f); };

@@ -6,7 +6,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <iostream>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -160,21 +159,12 @@ int RunGenerate(const GenerateFlags& f) {
     return Fail("--spec " + f.spec + " needs a draft model: give one with -md DRAFT.gguf");
   }
   const bool auto_budget = f.budget == "auto";
-  if (!auto_budget) {
-    char* end = nullptr;
-    const long b = std::strtol(f.budget.c_str(), &end, 10);
-    if (f.budget.empty() || *end || b < 0 || b > 128) {
-      return Fail("--budget '" + f.budget + "' is neither 0..128 nor 'auto'");
-    }
-    params.spec.budget = static_cast<int>(b);
-  }
+  if (Status st = ParseBudgetFlag(f.budget, &params.spec); !st.ok()) return Fail(st.message());
   std::string prompt = f.prompt;
   if (!f.prompt_file.empty()) {
     if (f.has_prompt) return Fail("give the prompt with -p or -f, not both");
     if (f.prompt_file == "-") {  // stdin
-      std::stringstream ss;
-      ss << std::cin.rdbuf();
-      prompt = ss.str();
+      prompt = ReadStdin();
     } else if (Status st = ReadPromptFile(f.prompt_file, &prompt); !st.ok()) {
       return Fail(st.message());
     }

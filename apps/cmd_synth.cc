@@ -8,13 +8,14 @@
 #include "synth/synth.h"
 
 namespace goose::cli {
-namespace {
 
 std::string InflateShapeNames() {
   std::string out;
   for (const std::string& s : InflateShapes()) out += (out.empty() ? "" : ", ") + s;
   return out + ", keep";
 }
+
+namespace {
 
 template <typename Flags>
 int RunInflate(const Flags& f, const CLI::App& app) {

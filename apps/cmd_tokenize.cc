@@ -2,7 +2,6 @@
 // piece each id stands for; --decode turns ids back into text.
 #include <cstdio>
 #include <fstream>
-#include <iostream>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -67,9 +66,7 @@ int RunTokenize(const TokenizeFlags& f) {
   }
   std::string text = f.prompt;
   if (f.file == "-") {
-    std::stringstream ss;
-    ss << std::cin.rdbuf();
-    text = ss.str();
+    text = ReadStdin();
   } else if (!f.file.empty()) {
     std::ifstream in(f.file, std::ios::binary);
     if (!in) return Fail("cannot read -f '" + f.file + "'");

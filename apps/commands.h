@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 
 #include "engine/cost_cache.h"
+#include "method/method.h"
 #include "model/llama_config.h"
 #include "util/status.h"
 
@@ -53,6 +54,14 @@ Status CheckWritableDir(const std::string& dir, const std::string& flag);
 // in 0..16777216".
 CLI::Validator IntIn(int64_t lo, int64_t hi);
 CLI::Validator NumberIn(double lo, double hi);
+
+// --budget: 0..128 sets spec->budget (0 = the method's default); "auto" is accepted and left to
+// the caller, which sets spec->auto_budget once the cost curve is loaded.
+Status ParseBudgetFlag(const std::string& text, SpecParams* spec);
+// "small-0.5b, llama-1b, ..., keep": the shapes of goose synth --inflate and goose demo.
+std::string InflateShapeNames();
+// All of standard input (-f -).
+std::string ReadStdin();
 
 // The cost curve --budget auto needs (engine/cost_cache.h): cached per model and machine, or
 // measured now, saying so on stderr first (it takes up to ~10 s once); warnings on stderr.
