@@ -21,33 +21,7 @@
 namespace goose {
 namespace {
 
-struct RunResult {
-  int exit_code = -1;
-  std::string out, err;
-};
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-RunResult Goose(const std::string& args) {
-  const std::string base = (std::filesystem::temp_directory_path() /
-                             ("goose_cli_archs_" + std::to_string(getpid())))
-                                .string();
-  const std::string cmd = "'" + std::string(GOOSE_BINARY_DIR) + "/goose' " + args + " >" +
-                          base + ".out 2>" + base + ".err";
-  const int status = std::system(cmd.c_str());
-  RunResult r;
-  if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
-  r.out = ReadFile(base + ".out");
-  r.err = ReadFile(base + ".err");
-  std::filesystem::remove(base + ".out");
-  std::filesystem::remove(base + ".err");
-  return r;
-}
+RunResult Goose(const std::string& args) { return RunGoose(args); }
 
 std::string Ids(const std::vector<int>& ids) {
   std::string s;

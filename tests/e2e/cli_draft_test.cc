@@ -20,37 +20,13 @@
 namespace goose {
 namespace {
 
-struct RunResult {
-  int exit_code = -1;
-  std::string out, err;
-};
-
 std::string Temp(const std::string& name) {
   return (std::filesystem::temp_directory_path() /
           ("goose_cli_draft_" + std::to_string(getpid()) + "_" + name))
       .string();
 }
 
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-RunResult Goose(const std::string& args) {
-  const std::string out = Temp("stdout"), err = Temp("stderr");
-  const std::string cmd =
-      "'" + std::string(GOOSE_BINARY_DIR) + "/goose' " + args + " >" + out + " 2>" + err;
-  const int status = std::system(cmd.c_str());
-  RunResult r;
-  if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
-  r.out = ReadAll(out);
-  r.err = ReadAll(err);
-  std::filesystem::remove(out);
-  std::filesystem::remove(err);
-  return r;
-}
+RunResult Goose(const std::string& args) { return RunGoose(args); }
 
 std::string Tiny() { return SharedPath("models/stories260K.gguf"); }
 

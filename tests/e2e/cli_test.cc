@@ -18,22 +18,10 @@
 namespace goose {
 namespace {
 
-struct RunResult {
-  int exit_code = -1;  // -1 if killed by a signal
-  std::string out, err;
-};
-
 std::string TempPath(const std::string& name) {
   return (std::filesystem::temp_directory_path() /
           ("goose_cli_" + std::to_string(getpid()) + "_" + name))
       .string();
-}
-
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 std::string GooseBinary() { return std::string(GOOSE_BINARY_DIR) + "/goose"; }
@@ -42,20 +30,10 @@ std::string GooseBinary() { return std::string(GOOSE_BINARY_DIR) + "/goose"; }
 // touch the user's ~/.cache.
 std::string CacheHome() { return TempPath("cache"); }
 
-// Runs `binary args` through the shell, after `shell_prefix` (e.g. "ulimit -v N;").
+// The binary with the test's cache directory, after `shell_prefix`.
 RunResult Goose(const std::string& args, const std::string& binary = GooseBinary(),
                 const std::string& shell_prefix = "") {
-  const std::string out = TempPath("stdout"), err = TempPath("stderr");
-  const std::string cmd = shell_prefix + "XDG_CACHE_HOME='" + CacheHome() + "' '" + binary +
-                          "' " + args + " >" + out + " 2>" + err;
-  const int status = std::system(cmd.c_str());
-  RunResult r;
-  if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
-  r.out = ReadAll(out);
-  r.err = ReadAll(err);
-  std::filesystem::remove(out);
-  std::filesystem::remove(err);
-  return r;
+  return RunGoose(args, shell_prefix + "XDG_CACHE_HOME='" + CacheHome() + "' ", binary);
 }
 
 std::string Model() { return SharedPath("models/stories260K.gguf"); }

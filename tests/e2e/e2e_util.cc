@@ -1,11 +1,13 @@
 #include "e2e_util.h"
 
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -100,6 +102,32 @@ std::vector<std::vector<int32_t>> LosslessPrompts(const Model& model, int max_to
   add("The cat sat on the mat. The dog sat on the log. The cat sat on the mat. The dog", max_tokens);
   add("Lily said, \"Let's play!\" Tom said, \"Let's play!\" Mom said, \"Let's", max_tokens);
   return prompts;
+}
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+RunResult RunGoose(const std::string& args, const std::string& shell_prefix,
+                   const std::string& binary) {
+  static int calls = 0;
+  const std::string base = (std::filesystem::temp_directory_path() /
+                            ("goose_e2e_" + std::to_string(getpid()) + "_" +
+                             std::to_string(calls++)))
+                               .string();
+  const std::string cmd =
+      shell_prefix + "'" + binary + "' " + args + " >" + base + ".out 2>" + base + ".err";
+  const int status = std::system(cmd.c_str());
+  RunResult r;
+  if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
+  r.out = ReadAll(base + ".out");
+  r.err = ReadAll(base + ".err");
+  std::filesystem::remove(base + ".out");
+  std::filesystem::remove(base + ".err");
+  return r;
 }
 
 }  // namespace goose

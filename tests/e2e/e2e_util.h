@@ -22,6 +22,16 @@ const Model& SynthQwen2Model();
 // the context matcher fire.
 std::vector<std::vector<int32_t>> LosslessPrompts(const Model& model, int max_tokens);
 
+// The goose binary run through the shell: `shell_prefix` first (e.g. "ulimit -v N; " or
+// "VAR=value "), then `binary args`, stdout and stderr captured.
+struct RunResult {
+  int exit_code = -1;  // -1 if killed by a signal
+  std::string out, err;
+};
+RunResult RunGoose(const std::string& args, const std::string& shell_prefix = "",
+                   const std::string& binary = std::string(GOOSE_BINARY_DIR) + "/goose");
+std::string ReadAll(const std::string& path);
+
 // True when built with ASan/UBSan: tests then use smaller workloads.
 constexpr bool kSanitized =
 #if defined(__SANITIZE_ADDRESS__)
