@@ -101,24 +101,6 @@ GenerateParams Params(bool sampled, int n_predict, bool ignore_eos) {
   return p;
 }
 
-// Plain decoding's ids, once per (model, prompt, sampling, eos) for all variants.
-const std::vector<int32_t>& PlainIds(const Model& model, const std::vector<int32_t>& prompt,
-                                     const GenerateParams& base) {
-  using Key = std::tuple<const Model*, std::vector<int32_t>, float, int, bool>;
-  static std::map<Key, std::vector<int32_t>> cache;
-  const Key key{&model, prompt, base.sampling.temp, base.n_predict, base.ignore_eos};
-  auto it = cache.find(key);
-  if (it == cache.end()) {
-    ThreadPool pool(1);
-    Engine plain(model, 512, &pool);
-    GenerateParams p = base;
-    p.spec = SpecParams{};
-    auto r = plain.Generate(prompt, p);
-    EXPECT_TRUE(r.ok()) << r.status().message();
-    it = cache.emplace(key, r.ok() ? r->tokens : std::vector<int32_t>{}).first;
-  }
-  return it->second;
-}
 
 class ArchLosslessTest : public testing::TestWithParam<Case> {};
 

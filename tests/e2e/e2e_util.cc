@@ -3,11 +3,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <gtest/gtest.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 
@@ -128,6 +132,26 @@ RunResult RunGoose(const std::string& args, const std::string& shell_prefix,
   std::filesystem::remove(base + ".out");
   std::filesystem::remove(base + ".err");
   return r;
+}
+
+const std::vector<int32_t>& PlainIds(const Model& model, const std::vector<int32_t>& prompt,
+                                     const GenerateParams& base) {
+  using Key = std::tuple<const Model*, std::vector<int32_t>, float, int, int, bool,
+                         std::vector<int32_t>>;
+  static std::map<Key, std::vector<int32_t>> cache;
+  const Key key{&model,          prompt, base.sampling.temp, base.sampling.top_k, base.n_predict,
+                base.ignore_eos, base.stop_tokens};
+  auto it = cache.find(key);
+  if (it == cache.end()) {
+    ThreadPool pool(1);
+    Engine plain(model, 512, &pool);
+    GenerateParams p = base;
+    p.spec = SpecParams{};
+    auto r = plain.Generate(prompt, p);
+    EXPECT_TRUE(r.ok()) << r.status().message();
+    it = cache.emplace(key, r.ok() ? r->tokens : std::vector<int32_t>{}).first;
+  }
+  return it->second;
 }
 
 }  // namespace goose

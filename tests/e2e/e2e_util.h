@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/engine.h"
 #include "model/model.h"
 
 namespace goose {
@@ -21,6 +22,11 @@ const Model& SynthQwen2Model();
 // TinyStories (BOS + first 48 tokens), Spec-Bench first turns, and repetitive texts that make
 // the context matcher fire.
 std::vector<std::vector<int32_t>> LosslessPrompts(const Model& model, int max_tokens);
+
+// Plain decoding's ids for a prompt (one thread, a 512-token context), computed once per
+// (model, prompt, sampling, n_predict, eos, stop tokens) and shared by every case that asks.
+const std::vector<int32_t>& PlainIds(const Model& model, const std::vector<int32_t>& prompt,
+                                     const GenerateParams& base);
 
 // The goose binary run through the shell: `shell_prefix` first (e.g. "ulimit -v N; " or
 // "VAR=value "), then `binary args`, stdout and stderr captured.

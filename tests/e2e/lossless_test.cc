@@ -97,27 +97,6 @@ std::string Describe(const std::vector<int32_t>& ref, const std::vector<int32_t>
          std::to_string(at(ref)) + ", speculative " + std::to_string(at(got)) + ")";
 }
 
-// Plain decoding's ids for a prompt, computed once per (model, sampling, n_predict, eos) and
-// shared by the cases of every variant.
-const std::vector<int32_t>& PlainIds(const Model& model, const std::vector<int32_t>& prompt,
-                                     const GenerateParams& base) {
-  using Key = std::tuple<const Model*, std::vector<int32_t>, float, int, int, bool,
-                         std::vector<int32_t>>;
-  static std::map<Key, std::vector<int32_t>> cache;
-  const Key key{&model,          prompt, base.sampling.temp, base.sampling.top_k, base.n_predict,
-                base.ignore_eos, base.stop_tokens};
-  auto it = cache.find(key);
-  if (it == cache.end()) {
-    ThreadPool pool(1);
-    Engine plain(model, 512, &pool);
-    GenerateParams p = base;
-    p.spec = SpecParams{};
-    auto r = plain.Generate(prompt, p);
-    EXPECT_TRUE(r.ok()) << r.status().message();
-    it = cache.emplace(key, r.ok() ? r->tokens : std::vector<int32_t>{}).first;
-  }
-  return it->second;
-}
 
 class LosslessTest : public testing::TestWithParam<Case> {};
 
