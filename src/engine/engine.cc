@@ -5,6 +5,7 @@
 
 #include "method/draft_model.h"
 #include "util/check.h"
+#include "util/escape.h"
 #include "util/rng.h"
 #include "verify/verifier.h"
 
@@ -180,7 +181,8 @@ Status Engine::CheckRequest(std::span<const int32_t> prompt, const GenerateParam
   }
   const Method* method = FindMethod(params.spec.method);
   if (method == nullptr) {
-    return Status::Error("unknown method '" + params.spec.method + "' (" + MethodNames() + ")");
+    return Status::Error("unknown method '" + EscapeForMessage(params.spec.method) + "' (" +
+                         MethodNames() + ")");
   }
   if (method->needs_draft_model() && env_.draft == nullptr) {
     return Status::Error("--spec " + params.spec.method +

@@ -4,6 +4,7 @@
 
 #include "method/method.h"
 #include "util/check.h"
+#include "util/escape.h"
 
 namespace goose {
 
@@ -84,7 +85,8 @@ Status ParseSpecVariant(std::string_view name, SpecParams* out) {
     if (method == nullptr) {
       method = FindMethod(part);
       if (method == nullptr) {
-        return Status::Error("unknown method '" + part + "' (" + MethodNames() + ")");
+        return Status::Error("unknown method '" + EscapeForMessage(part) + "' (" + MethodNames() +
+                             ")");
       }
       p.method = part;
       continue;
@@ -98,7 +100,8 @@ Status ParseSpecVariant(std::string_view name, SpecParams* out) {
       std::string allowed;
       for (const std::string& m : mods) allowed += (allowed.empty() ? "" : ", ") + m;
       if (method->uses_table()) allowed += std::string(allowed.empty() ? "" : ", ") + "keep, cold";
-      return Status::Error("unknown modifier '" + part + "' in '" + std::string(name) + "' (" +
+      return Status::Error("unknown modifier '" + EscapeForMessage(part) + "' in '" +
+                           EscapeForMessage(name) + "' (" +
                            method->name() + " takes " +
                            (allowed.empty() ? std::string("none") : allowed) + ")");
     }
