@@ -288,6 +288,115 @@ bool GnuplotAvailable() {
   return rc == 0;
 }
 
+// Line styles that read on white and in grey: the Okabe-Ito colours without yellow (each a
+// different lightness), and each with its own dash pattern and point type.
+std::string LineTypes() {
+  const char* colors[] = {"#0072B2", "#D55E00", "#009E73", "#CC79A7",
+                          "#E69F00", "#56B4E9", "#000000", "#7F7F7F"};
+  const int points[] = {7, 5, 9, 13, 11, 4, 6, 8};
+  const int dashes[] = {1, 2, 4, 5, 1, 2, 4, 5};  // no dotted lines: too faint at lw 2
+  std::string s;
+  for (int i = 0; i < 8; ++i) {
+    s += "set linetype " + std::to_string(i + 1) + " lc rgb '" + colors[i] + "' lw 2 dt " +
+         std::to_string(dashes[i]) + " pt " + std::to_string(points[i]) + " ps 1.3\n";
+  }
+  return s + "set linetype cycle 8\n";
+}
+
+// One plotted series of a "vs budget" plot: a variant's fixed budgets as a line, or one point
+// (an auto budget or a method without a budget) at its mean tree size.
+struct Series {
+  std::string title;
+  int linetype = 1;
+  bool line = false;
+  std::vector<std::pair<double, double>> points;  // (x, y)
+};
+
+// The "vs budget" series of summary field `key`: x is the node budget for fixed budgets and the
+// mean tree size for auto budgets and budget-less methods (their tree size is what they chose,
+// not a setting). Plain decoding is the baseline, returned in *baseline (NaN if absent).
+std::vector<Series> BudgetSeries(const json& r, const char* key, double* baseline) {
+  std::vector<std::string> variants;
+  for (const auto& row : r.at("summary")) {
+    const std::string v = Variant(row);
+    if (std::find(variants.begin(), variants.end(), v) == variants.end()) variants.push_back(v);
+  }
+  *baseline = NAN;
+  std::vector<Series> out;
+  // Line type i + 1 for the i-th variant in summary order, none included (it is the reference
+  // line here), so that a variant has the same colour as its bar in mat_by_dataset.png.
+  for (size_t i = 0; i < variants.size(); ++i) {
+    if (variants[i] == "none") continue;
+    Series fixed{variants[i], static_cast<int>(i % 8) + 1, true, {}};
+    std::vector<Series> points;
+    for (const auto& row : r.at("summary")) {
+      if (Variant(row) != variants[i] || !row.contains(key) || !row[key].is_number()) continue;
+      const double y = row[key];
+      const std::string b = row.at("budget");
+      if (b != "default" && b != "auto" && b != "auto-cm") {
+        fixed.points.emplace_back(std::stod(b), y);
+        continue;
+      }
+      if (!row.contains("mean_tree_nodes") || !row["mean_tree_nodes"].is_number()) continue;
+      const double nodes = row["mean_tree_nodes"];
+      const std::string name = b == "default" ? variants[i] : variants[i] + " " + b;
+      points.push_back(
+          {name + Fmt(" (mean tree %.1f)", nodes), fixed.linetype, false, {{nodes, y}}});
+    }
+    std::sort(fixed.points.begin(), fixed.points.end());
+    if (!fixed.points.empty()) out.push_back(fixed);
+    out.insert(out.end(), points.begin(), points.end());
+  }
+  for (const auto& row : r.at("summary")) {
+    if (Variant(row) == "none" && row.contains(key) && row[key].is_number()) *baseline = row[key];
+  }
+  return out;
+}
+
+// Acceptance per reached node by depth, one curve per (config, source); depths reached fewer
+// than 5 times are left out (NaN) rather than drawn as 0 or 1 from a handful of nodes.
+struct DepthCurves {
+  static constexpr int kMaxDepth = 64;
+  std::vector<std::string> names;
+  std::vector<std::vector<double>> rates;  // [curve][depth], index 0 unused
+
+  void Add(const std::string& name, const json& per_depth) {
+    std::vector<double> v(kMaxDepth + 1, NAN);
+    for (const auto& d : per_depth) {
+      const int depth = d["depth"];
+      const double reached = d["reached"].get<double>();
+      if (depth >= 1 && depth <= kMaxDepth && reached >= 5) {
+        v[depth] = d["accepted"].get<double>() / reached;
+      }
+    }
+    names.push_back(name);
+    rates.push_back(std::move(v));
+  }
+
+  // Writes a column per curve and a row per depth up to the deepest with data (at least 1);
+  // returns that depth.
+  int Write(const fs::path& path) const {
+    int max_depth = 1;
+    for (const auto& v : rates) {
+      for (int d = 1; d <= kMaxDepth; ++d) {
+        if (!std::isnan(v[d])) max_depth = std::max(max_depth, d);
+      }
+    }
+    std::ofstream f(path);
+    f << "depth";
+    for (const auto& n : names) f << "\t\"" << n << "\"";
+    if (names.empty()) f << "\t\"none\"";
+    f << "\n";
+    for (int d = 1; d <= max_depth; ++d) {
+      f << d;
+      for (const auto& v : rates) f << "\t" << (std::isnan(v[d]) ? "NaN" : Fmt("%.4f", v[d]));
+      if (names.empty()) f << "\tNaN";
+      f << "\n";
+    }
+    return max_depth;
+  }
+};
+
 Status WritePlots(const json& r, const std::string& dir, std::vector<std::string>* files) {
   if (!GnuplotAvailable()) return Status::Error("gnuplot not found on PATH; plots skipped");
   int rc = 0;
@@ -300,63 +409,61 @@ Status WritePlots(const json& r, const std::string& dir, std::vector<std::string
   if (ec) return Status::Error("cannot create '" + src.string() + "': " + ec.message());
 
   std::string script = "set terminal " + term + "\nset datafile missing 'NaN'\nset key outside\n"
-                       "set grid ytics\n";
-  // 1. Speedup vs budget, one line per variant (budget-free methods are flat lines).
-  std::vector<std::string> budgets;
-  std::vector<std::string> methods;  // variants
-  for (const auto& row : r.at("summary")) {
-    const std::string b = row.at("budget"), m = Variant(row);
-    if (b != "default" && std::find(budgets.begin(), budgets.end(), b) == budgets.end()) {
-      budgets.push_back(b);
-    }
-    if (std::find(methods.begin(), methods.end(), m) == methods.end()) methods.push_back(m);
-  }
-  if (budgets.empty()) budgets.push_back("default");
-  // One column per variant, one row per budget, of summary field `key`.
-  auto by_budget = [&](const char* key, const std::string& file) {
+                       "set grid ytics\n" + LineTypes();
+  // 1. Speedup (tokens/s, projected speedup) vs budget: a line per variant over its fixed
+  //    budgets, a marker for each auto budget and budget-less method at its mean tree size,
+  //    plain decoding as a dashed reference. x is log2: budgets double.
+  auto plot_vs_budget = [&](const char* key, const std::string& file, const std::string& png,
+                            const std::string& title, const std::string& ylabel) {
+    double baseline = NAN;
+    const std::vector<Series> series = BudgetSeries(r, key, &baseline);
     std::ofstream f(src / file);
-    f << "budget";
-    for (const auto& m : methods) f << "\t\"" << m << "\"";
-    f << "\n";
-    for (const auto& b : budgets) {
-      f << "\"" << b << "\"";
-      for (const auto& m : methods) {
-        double v = NAN;
-        for (const auto& row : r.at("summary")) {
-          if (Variant(row) == m && (row["budget"] == b || row["budget"] == "default") &&
-              row[key].is_number()) {
-            v = row[key];
-          }
-        }
-        f << "\t" << (std::isnan(v) ? std::string("NaN") : Fmt("%.4f", v));
+    double lo = 1, hi = 2, top = std::isnan(baseline) ? 0 : baseline;
+    for (const Series& s : series) {
+      f << "# " << s.title << "\n";
+      for (const auto& [x, y] : s.points) {
+        f << Fmt("%.4f", x) << "\t" << Fmt("%.4f", y) << "\n";
+        lo = std::min(lo, x);
+        hi = std::max(hi, x);
+        top = std::max(top, y);
       }
-      f << "\n";
+      f << "\n\n";
     }
-  };
-  auto plot_by_budget = [&](const std::string& file, const std::string& png,
-                            const std::string& title) {
-    const std::string ylabel = file == "tokens_per_second.dat" ? "tokens/s" : "speedup";
     script += "set output " + GpString((fs::path(dir) / png).string()) + "\n"
               "set title " + GpString(title) + "\n"
-              "set xlabel 'budget (nodes incl. root)'\nset ylabel " + GpString(ylabel) + "\n"
-              "plot for [i=2:" + std::to_string(methods.size() + 1) + "] " +
-              GpString((src / file).string()) +
-              " using i:xtic(1) with linespoints lw 2 title columnheader(i)\n";
+              "set xlabel 'tree size in nodes incl. root (fixed budgets: the budget; auto and "
+              "budget-less methods: their mean tree)'\nset ylabel " + GpString(ylabel) + "\n"
+              "set logscale x 2\nset xrange [" + Fmt("%.3f", lo / 1.25) + ":" +
+              Fmt("%.3f", hi * 1.25) + "]\nset yrange [0:" + Fmt("%.6g", top > 0 ? top * 1.1 : 1) +
+              "]\n";
+    std::string plot;
+    for (size_t i = 0; i < series.size(); ++i) {
+      const Series& s = series[i];
+      plot += (plot.empty() ? "plot " : ", \\\n     ") + GpString((src / file).string()) +
+              " index " + std::to_string(i) + " using 1:2 with " +
+              (s.line ? "linespoints lt " + std::to_string(s.linetype)
+                      : "points lt " + std::to_string(s.linetype) + " ps 2.5") +
+              " title " + GpString(s.title);
+    }
+    if (!std::isnan(baseline)) {
+      plot += (plot.empty() ? "plot " : ", \\\n     ") + Fmt("%.6g", baseline) +
+              " with lines dt 2 lw 1.5 lc rgb '#404040' title 'none (plain decoding)'";
+    }
+    script += (plot.empty() ? "plot NaN notitle" : plot) +
+              "\nunset logscale x\nset autoscale x\nset autoscale y\n";
   };
-  by_budget("speedup", "speedup.dat");
-  plot_by_budget("speedup.dat", "speedup_vs_budget.png",
-                 "Measured speedup over none vs node budget (all data sets)");
-  by_budget("tokens_per_second", "tokens_per_second.dat");
-  plot_by_budget("tokens_per_second.dat", "tokens_per_second_vs_budget.png",
-                 "Measured tokens/s vs node budget (decode phase, all data sets)");
+  plot_vs_budget("speedup", "speedup.dat", "speedup_vs_budget.png",
+                 "Measured speedup over none vs tree size (all data sets)", "speedup");
+  plot_vs_budget("tokens_per_second", "tokens_per_second.dat", "tokens_per_second_vs_budget.png",
+                 "Measured tokens/s vs tree size (decode phase, all data sets)", "tokens/s");
 
   // 1b. With a cost model: the projected speedup (clearly labelled as such).
   const bool projected = r.at("summary").size() > 0 &&
                          r.at("summary")[0]["projected_speedup"].is_number();
   if (projected) {
-    by_budget("projected_speedup", "projected.dat");
-    plot_by_budget("projected.dat", "projected_speedup_vs_budget.png",
-                   "PROJECTED speedup on the cost model (MAT / mean c(n)/c(1)), not measured");
+    plot_vs_budget("projected_speedup", "projected.dat", "projected_speedup_vs_budget.png",
+                   "PROJECTED speedup on the cost model (MAT / mean c(n)/c(1)), not measured",
+                   "projected speedup");
   }
   // 2. MAT per data set, each variant at its best fixed budget (by MAT).
   const std::vector<std::string> sets = DataSets(r);
@@ -381,89 +488,45 @@ Status WritePlots(const json& r, const std::string& dir, std::vector<std::string
             "set style histogram clustered gap 1\nset style fill solid 0.8 border -1\n"
             "set xtics rotate by -30\nset yrange [0:*]\n"
             "plot for [i=2:" + std::to_string(best.size() + 1) + "] " +
-            GpString((src / "mat.dat").string()) + " using i:xtic(1) title columnheader(i)\n"
+            GpString((src / "mat.dat").string()) +
+            " using i:xtic(1) lt i-1 dt 1 title columnheader(i)\n"
             "unset style data\nset xtics norotate\nset style data linespoints\n"
             "set autoscale y\n";
-  // 3. Acceptance per reached node by depth, split by source, per variant (best budget by MAT).
-  constexpr int kDepths = 16;
-  std::vector<std::string> cols;
-  std::vector<std::vector<double>> values;
+  // 3. Acceptance per reached node by depth, split by source, per variant (best budget by MAT);
+  // 4. for the draft-model methods, the same for their draft / graft_context / graft_table
+  //    sources. The depth axis ends where the data does.
+  DepthCurves all_sources, draft_sources;
   for (const auto& c : best) {
     const json* row = Find(r, "all", c);
     if (!row) continue;
     const json& by_depth = (*row)["stats"]["acceptance_by_depth"];
     for (auto it = by_depth.begin(); it != by_depth.end(); ++it) {
-      std::vector<double> v(kDepths + 1, NAN);
-      for (const auto& d : it.value()) {
-        const int depth = d["depth"];
-        const double reached = d["reached"].get<double>();
-        if (depth <= kDepths && reached >= 5) v[depth] = d["accepted"].get<double>() / reached;
-      }
-      cols.push_back(c + " " + it.key());
-      values.push_back(v);
+      all_sources.Add(c + " " + it.key(), it.value());
     }
-  }
-  {
-    std::ofstream f(src / "depth.dat");
-    f << "depth";
-    for (const auto& c : cols) f << "\t\"" << c << "\"";
-    if (cols.empty()) f << "\t\"none\"";
-    f << "\n";
-    for (int d = 1; d <= kDepths; ++d) {
-      f << d;
-      for (const auto& v : values) f << "\t" << (std::isnan(v[d]) ? "NaN" : Fmt("%.4f", v[d]));
-      if (cols.empty()) f << "\tNaN";
-      f << "\n";
-    }
-  }
-  script += "set output " + GpString((fs::path(dir) / "acceptance_by_depth.png").string()) +
-            "\n"
-            "set title 'Acceptance per reached node by depth, split by source (best budget by MAT "
-            "per variant)'\nset xlabel 'depth'\nset ylabel 'accepted / reached'\nset yrange [0:1]\n"
-            "set xrange [0.5:" + std::to_string(kDepths) + ".5]\nset xtics 1\n"
-            "plot for [i=2:" + std::to_string(std::max<size_t>(cols.size(), 1) + 1) + "] " +
-            GpString((src / "depth.dat").string()) +
-            " using 1:i with linespoints lw 2 title columnheader(i)\n";
-  // 4. The draft-model methods: acceptance per reached node by depth for each source (draft,
-  //    graft_context, graft_table), each variant at its best fixed budget by MAT.
-  std::vector<std::string> draft_cols;
-  std::vector<std::vector<double>> draft_values;
-  for (const auto& c : best) {
-    const json* row = Find(r, "all", c);
-    if (!row || !(*row)["stats"].contains("draft_model")) continue;
-    const json& by_depth = (*row)["stats"]["acceptance_by_depth"];
+    if (!(*row)["stats"].contains("draft_model")) continue;
     for (const char* source : {"draft", "graft_context", "graft_table"}) {
-      if (!by_depth.contains(source)) continue;
-      std::vector<double> v(kDepths + 1, NAN);
-      for (const auto& d : by_depth[source]) {
-        const int depth = d["depth"];
-        const double reached = d["reached"].get<double>();
-        if (depth <= kDepths && reached >= 5) v[depth] = d["accepted"].get<double>() / reached;
-      }
-      draft_cols.push_back(c + " " + source);
-      draft_values.push_back(v);
+      if (by_depth.contains(source)) draft_sources.Add(c + " " + source, by_depth[source]);
     }
   }
-  const bool draft_plot = !draft_cols.empty();
+  auto plot_depth = [&](const DepthCurves& curves, const std::string& file,
+                        const std::string& png, const std::string& title) {
+    const int max_depth = curves.Write(src / file);
+    script += "set output " + GpString((fs::path(dir) / png).string()) + "\n"
+              "set title " + GpString(title) + "\n"
+              "set xlabel 'depth'\nset ylabel 'accepted / reached'\nset yrange [0:1]\n"
+              "set xrange [0.5:" + std::to_string(max_depth) + ".5]\nset xtics 1\n"
+              "plot for [i=2:" + std::to_string(std::max<size_t>(curves.names.size(), 1) + 1) +
+              "] " + GpString((src / file).string()) +
+              " using 1:i with linespoints title columnheader(i)\n";
+  };
+  plot_depth(all_sources, "depth.dat", "acceptance_by_depth.png",
+             "Acceptance per reached node by depth, split by source (best budget by MAT per "
+             "variant)");
+  const bool draft_plot = !draft_sources.names.empty();
   if (draft_plot) {
-    std::ofstream f(src / "draft_depth.dat");
-    f << "depth";
-    for (const auto& c : draft_cols) f << "\t\"" << c << "\"";
-    f << "\n";
-    for (int d = 1; d <= kDepths; ++d) {
-      f << d;
-      for (const auto& v : draft_values) {
-        f << "\t" << (std::isnan(v[d]) ? "NaN" : Fmt("%.4f", v[d]));
-      }
-      f << "\n";
-    }
-    script += "set output " +
-              GpString((fs::path(dir) / "draft_acceptance_by_source.png").string()) +
-              "\nset title 'Draft-model methods: acceptance per reached node by source and "
-              "depth (best budget by MAT per variant)'\n"
-              "plot for [i=2:" + std::to_string(draft_cols.size() + 1) + "] " +
-              GpString((src / "draft_depth.dat").string()) +
-              " using 1:i with linespoints lw 2 title columnheader(i)\n";
+    plot_depth(draft_sources, "draft_depth.dat", "draft_acceptance_by_source.png",
+               "Draft-model methods: acceptance per reached node by source and depth (best "
+               "budget by MAT per variant)");
   }
   {
     std::ofstream f(src / "plots.gp");

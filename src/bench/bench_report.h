@@ -10,11 +10,14 @@
 //   (passes, ms, share of decode time), slots (draft, pruned, grafted) and acceptance per
 //   source, the verify-cost curves and the equality check (mismatches printed first and loudly).
 // - WritePlots(results, dir, &files): speedup_vs_budget.png and tokens_per_second_vs_budget.png
-//   (one line per variant: goose and goose+paper apart), mat_by_dataset.png and
+//   on a log2 tree-size axis (a line per variant over its fixed budgets, goose and goose+paper
+//   apart; an auto budget and a budget-less method as one marker at its mean tree size; plain
+//   decoding as a dashed reference), mat_by_dataset.png and
 //   acceptance_by_depth.png (each variant at its fixed budget with the highest overall MAT; auto
 //   only for a variant without fixed budgets), and with draft-model methods
 //   draft_acceptance_by_source.png (their draft / graft_context / graft_table acceptance by
-//   depth, same choice of budget).
+//   depth, same choice of budget); depth axes end at the deepest depth reached >= 5 times.
+//   Line types read on white and in grey (no light yellow; each has its own dashes and points).
 //   gnuplot is run through popen with the pngcairo terminal (png if cairo is missing). An error when gnuplot is absent or fails (callers warn and go on);
 //   the gnuplot scripts and data files stay in dir/plots_src for inspection.
 #pragma once
