@@ -37,7 +37,7 @@ constexpr int kMaxPrompts = sizeof(kPrompts) / sizeof(kPrompts[0]);
 
 struct DemoFlags {
   std::string model, shape = "small-0.5b", spec = "goose", budget = "auto";
-  int n_predict = 128, prompts = 6, threads = 0;
+  int n_predict = 256, prompts = 6, threads = 0;
   bool json = false, rebuild = false;
 };
 
