@@ -16,6 +16,7 @@
 #include "model/model.h"
 #include "util/aligned.h"
 #include "util/check.h"
+#include "util/large_buffer.h"
 
 namespace goose {
 
@@ -59,7 +60,12 @@ constexpr int kRowsPerTask = 32;
 
 struct Context::Impl {
   int q_dim = 0, kv_dim = 0;
-  AlignedVector<float> k_cache, v_cache;  // [n_layer, n_ctx, kv_dim] each
+  // [n_layer, n_ctx, kv_dim] floats each, in mappings of their own: a slot is always written
+  // before it is read, so nothing is zero-filled up front, and the pages of a context's unused
+  // tail are never touched (a 4096-token cache costs a short prompt nothing).
+  std::unique_ptr<LargeBuffer> k_buf, v_buf;
+  float* k_cache = nullptr;
+  float* v_cache = nullptr;
 
   // Scratch for the largest batch seen so far (grown, never shrunk: steady state allocates
   // nothing).
@@ -97,8 +103,10 @@ Context::Context(const Model& model, int n_ctx, ThreadPool* pool)
   impl_->q_dim = c.n_head * c.head_dim;
   impl_->kv_dim = c.n_head_kv * c.head_dim;
   const size_t kv = static_cast<size_t>(c.n_layer) * n_ctx_ * impl_->kv_dim;
-  impl_->k_cache.assign(kv, 0.0f);
-  impl_->v_cache.assign(kv, 0.0f);
+  impl_->k_buf = std::make_unique<LargeBuffer>(kv * sizeof(float));
+  impl_->v_buf = std::make_unique<LargeBuffer>(kv * sizeof(float));
+  impl_->k_cache = reinterpret_cast<float*>(impl_->k_buf->data());
+  impl_->v_cache = reinterpret_cast<float*>(impl_->v_buf->data());
   const int n_threads = pool_ ? pool_->size() : 1;
   const int group = c.n_head / c.n_head_kv;
   impl_->block = std::max(1, kRowsPerTask / group);
@@ -236,8 +244,8 @@ Status Context::ForwardPending(std::span<const int32_t> tokens, std::span<const 
     // Sliding window of this layer (0: none) and the RoPE angles it uses.
     const int window = c.is_swa(l) ? c.n_swa : 0;
     const float* rope = window > 0 && s.rope_swa_differs ? s.rope_swa.data() : s.rope.data();
-    float* k_layer = s.k_cache.data() + l * layer_kv;
-    float* v_layer = s.v_cache.data() + l * layer_kv;
+    float* k_layer = s.k_cache + l * layer_kv;
+    float* v_layer = s.v_cache + l * layer_kv;
     // The batch's K/V rows go straight into their (pending) cache slots n_past + base + i.
     float* k_new = k_layer + static_cast<size_t>(n_past_ + base) * s.kv_dim;
     float* v_new = v_layer + static_cast<size_t>(n_past_ + base) * s.kv_dim;
@@ -435,9 +443,9 @@ void Context::KeepPath(std::span<const int32_t> path) {
     const size_t src = static_cast<size_t>(n_past_ + path[j]) * s.kv_dim;
     const size_t dst = (n_past_ + j) * s.kv_dim;
     for (int l = 0; l < c.n_layer; ++l) {
-      std::memcpy(s.k_cache.data() + l * layer_kv + dst, s.k_cache.data() + l * layer_kv + src,
+      std::memcpy(s.k_cache + l * layer_kv + dst, s.k_cache + l * layer_kv + src,
                   row_bytes);
-      std::memcpy(s.v_cache.data() + l * layer_kv + dst, s.v_cache.data() + l * layer_kv + src,
+      std::memcpy(s.v_cache + l * layer_kv + dst, s.v_cache + l * layer_kv + src,
                   row_bytes);
     }
   }

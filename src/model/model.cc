@@ -4,7 +4,9 @@
 #include "model/model.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
+#include <thread>
 #include <unordered_set>
 #include <utility>
 
@@ -159,14 +161,31 @@ void Model::TileMatrices() {
   for (const WeightMatrix* w : ms) total += TiledBytes(w->dtype, w->rows, w->cols);
   if (total == 0) return;
   tiles_ = std::make_unique<LargeBuffer>(total);
+  std::vector<uint8_t*> dst;
   uint8_t* at = tiles_->data();
-  for (WeightMatrix* w : ms) {
-    RepackTiles(*w, at);
-    gguf_->ReleasePages(static_cast<const uint8_t*>(w->data),
-                        static_cast<uint64_t>(w->row_bytes() * w->rows));
-    w->data = at;
-    w->layout = WeightLayout::kTiles;
+  for (const WeightMatrix* w : ms) {
+    dst.push_back(at);
     at += TiledBytes(w->dtype, w->rows, w->cols);
+  }
+  // On every core: the repack is most of a process's start-up, half of it the kernel zeroing
+  // the fresh pages, which happens in whichever thread first writes them.
+  std::atomic<size_t> next{0};
+  auto repack = [&] {
+    for (size_t i = next++; i < ms.size(); i = next++) {
+      RepackTiles(*ms[i], dst[i]);
+      gguf_->ReleasePages(static_cast<const uint8_t*>(ms[i]->data),
+                          static_cast<uint64_t>(ms[i]->row_bytes() * ms[i]->rows));
+    }
+  };
+  const size_t n_threads =
+      std::clamp<size_t>(std::thread::hardware_concurrency(), 1, std::min<size_t>(ms.size(), 16));
+  std::vector<std::thread> threads;
+  for (size_t t = 1; t < n_threads; ++t) threads.emplace_back(repack);
+  repack();
+  for (std::thread& t : threads) t.join();
+  for (size_t i = 0; i < ms.size(); ++i) {
+    ms[i]->data = dst[i];
+    ms[i]->layout = WeightLayout::kTiles;
   }
   if (tied && output_.layout == WeightLayout::kTiles) token_embd_ = output_;
 }
