@@ -22,6 +22,7 @@ with the best fixed budget in hindsight.
 
 Usage: tools/measure-e2e.py [--goose build/goose] [--like small-0.5b] [--data tinystories,...]
            [--n 6] [--tokens 128] [--warmup 6] [--threads 2] [--work /tmp/goose-e2e] [--json F]
+           [--configs none,goose@auto,...]
 """
 import argparse
 import gzip
@@ -89,7 +90,14 @@ def main():
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--work", default="/tmp/goose-e2e")
     p.add_argument("--json", help="write every run here")
+    p.add_argument("--configs", default=",".join(c[0] for c in CONFIGS),
+                   help="the configs to run (none always runs)")
     a = p.parse_args()
+    wanted = set(a.configs.split(",")) | {"none"}
+    unknown = wanted - {c[0] for c in CONFIGS}
+    if unknown:
+        sys.exit(f"measure-e2e: unknown configs {sorted(unknown)}")
+    configs = [c for c in CONFIGS if c[0] in wanted]
     os.makedirs(a.work, exist_ok=True)
     model = os.path.join(a.work, f"stories260K-{a.like}-q8_0.gguf")
     if not os.path.exists(model):
@@ -101,7 +109,7 @@ def main():
     warmup = prompts("tinystories", 100, a.warmup)  # not the measured ones
     generate(a, model, warmup[0], "goose", "auto", ["--no-table-cache"], f"{caches}/curve")
     cache_of = {}
-    for label, spec, budget, extra in CONFIGS:
+    for label, spec, budget, extra in configs:
         cache_of[label] = f"{caches}/{label.replace(' ', '-')}"
         subprocess.run(["cp", "-r", f"{caches}/curve", cache_of[label]], check=True)
         for i, text in enumerate(warmup):
@@ -111,10 +119,10 @@ def main():
 
     runs = []  # (dataset, prompt index, label, result)
     sets = a.data.split(",")
-    total = len(sets) * a.n * len(CONFIGS)
+    total = len(sets) * a.n * len(configs)
     for ds in sets:
         for i, text in enumerate(prompts(ds, 0, a.n)):
-            for label, spec, budget, extra in CONFIGS:
+            for label, spec, budget, extra in configs:
                 r = generate(a, model, text, spec, budget, extra, cache_of[label])
                 runs.append((ds, i, label, r))
                 print(f"\r{len(runs)}/{total} runs", end="", file=sys.stderr, flush=True)
@@ -142,7 +150,7 @@ def main():
         print(f"  {'config':18s}{'decode x plain':>16s}{'process x plain':>17s}{'MAT':>7s}"
               f"{'tree':>7s}")
         summary[ds] = {}
-        for label, *_ in CONFIGS:
+        for label, *_ in configs:
             g = agg[label]
             dec = (g["n"] / g["decode_s"]) / (base["n"] / base["decode_s"])
             wall = (g["n"] / g["wall_s"]) / (base["n"] / base["wall_s"])
@@ -151,9 +159,10 @@ def main():
             print(f"  {label:18s}{dec:15.2f}x{wall:16.2f}x{g['n'] / g['passes']:7.2f}"
                   f"{g['nodes'] / g['passes']:7.1f}")
         fixed = {l: v for l, v in summary[ds].items() if l in ("goose@4", "goose@8", "goose@16")}
-        best = max(fixed, key=lambda l: fixed[l]["decode_speedup"])
-        print(f"  auto / best fixed budget ({best}): "
-              f"{summary[ds]['goose@auto']['decode_speedup'] / fixed[best]['decode_speedup']:.2f}")
+        if fixed and "goose@auto" in summary[ds]:
+            best = max(fixed, key=lambda l: fixed[l]["decode_speedup"])
+            ratio = summary[ds]["goose@auto"]["decode_speedup"] / fixed[best]["decode_speedup"]
+            print(f"  auto / best fixed budget ({best}): {ratio:.2f}")
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"model": model, "summary": summary, "mismatches": mismatches,
