@@ -101,8 +101,7 @@ Status ParseSpecVariant(std::string_view name, SpecParams* out) {
       for (const std::string& m : mods) allowed += (allowed.empty() ? "" : ", ") + m;
       if (method->uses_table()) allowed += std::string(allowed.empty() ? "" : ", ") + "keep, cold";
       return Status::Error("unknown modifier '" + EscapeForMessage(part) + "' in '" +
-                           EscapeForMessage(name) + "' (" +
-                           method->name() + " takes " +
+                           EscapeForMessage(name) + "' (" + method->name() + " takes " +
                            (allowed.empty() ? std::string("none") : allowed) + ")");
     }
   }

@@ -443,10 +443,8 @@ void Context::KeepPath(std::span<const int32_t> path) {
     const size_t src = static_cast<size_t>(n_past_ + path[j]) * s.kv_dim;
     const size_t dst = (n_past_ + j) * s.kv_dim;
     for (int l = 0; l < c.n_layer; ++l) {
-      std::memcpy(s.k_cache + l * layer_kv + dst, s.k_cache + l * layer_kv + src,
-                  row_bytes);
-      std::memcpy(s.v_cache + l * layer_kv + dst, s.v_cache + l * layer_kv + src,
-                  row_bytes);
+      std::memcpy(s.k_cache + l * layer_kv + dst, s.k_cache + l * layer_kv + src, row_bytes);
+      std::memcpy(s.v_cache + l * layer_kv + dst, s.v_cache + l * layer_kv + src, row_bytes);
     }
   }
   n_past_ += static_cast<int>(path.size());
