@@ -110,6 +110,9 @@ Runner AddServeCommand(CLI::App& app) {
   auto f = std::make_shared<ServeFlags>();
   server::ServerOptions& o = f->opts;
   app.add_option("-m,--model", f->model, "GGUF model (default ../shared/models/stories260K.gguf)");
+  app.add_option("--model-draft", o.draft_model_path,
+                 "(-md) draft model of the same family (same vocabulary), for requests with "
+                 "goose.spec draft, draft-tree or graft");
   app.add_option("--host", o.host, "address to listen on (default 127.0.0.1: this machine only)");
   app.add_option("--port", o.port, "port (default 8080; 0 = any free port, printed at start)")
       ->check(CLI::Range(0, 65535));

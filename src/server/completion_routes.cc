@@ -88,6 +88,11 @@ ApiOr<PreparedJob> Prepare(const Server::Impl& s, const CompletionRequest& r) {
     (void)ParseSpecVariant(r.spec, &params.spec);  // checked by ParseCompletionRequest
     params.spec.budget = s.default_spec.budget;
   }
+  if (MethodOf(params.spec).needs_draft_model() && !l.draft) {
+    return BadRequest("goose.spec", "'" + params.spec.method +
+                                        "' needs a draft model, and this server has none (start "
+                                        "goose serve with -md DRAFT.gguf)");
+  }
   p.budget_auto = r.budget_auto || (!r.budget && s.default_budget_auto);
   if (r.budget) params.spec.budget = *r.budget;
   params.spec.auto_budget = p.budget_auto;  // the slot's engine chooses on the cost curve

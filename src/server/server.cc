@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "engine/cost_cache.h"
+#include "method/draft_model.h"
 #include "server/server_impl.h"
 #include "server/utf8.h"
 
@@ -84,6 +85,9 @@ StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options) {
   if (o.max_body_bytes < 1024) return Status::Error("the body limit must be at least 1024 bytes");
   if (Status st = ParseSpecVariant(o.spec, &impl->default_spec); !st.ok()) {
     return Status::Error("--spec: " + st.message());
+  }
+  if (MethodOf(impl->default_spec).needs_draft_model() && o.draft_model_path.empty()) {
+    return Status::Error("--spec " + o.spec + " needs a draft model: give one with -md DRAFT.gguf");
   }
   if (o.budget == "auto") {
     impl->default_budget_auto = true;
@@ -186,6 +190,20 @@ void Server::Impl::Load() {
     if (!bos.empty()) l.chat->bos_text = bos;
     if (!eos.empty()) l.chat->eos_text = eos;
   }
+  if (!opts.draft_model_path.empty()) {
+    auto draft_or = Model::Load(opts.draft_model_path);
+    if (!draft_or.ok()) {
+      return SetPhase(kFailed, Status::Error("draft model (-md): " + draft_or.status().message()));
+    }
+    l.draft = std::move(draft_or).value();
+    if (opts.check_model) {
+      if (Status st = opts.check_model(*l.draft); !st.ok()) {
+        return SetPhase(kFailed, Status::Error("draft model (-md): " + st.message()));
+      }
+    }
+    const std::string warning = DraftCostWarning(model, *l.draft);
+    if (!warning.empty()) std::fprintf(stderr, "goose: warning: %s\n", warning.c_str());
+  }
   l.n_ctx = ContextSize(model.config(), opts.n_ctx);
   l.pool = std::make_unique<ThreadPool>(opts.n_threads > 0 ? opts.n_threads
                                                            : ThreadPool::DefaultThreads());
@@ -209,6 +227,12 @@ void Server::Impl::Load() {
     l.engines.push_back(std::make_unique<Engine>(model, l.n_ctx, l.pool.get(), l.learned));
     l.engines.back()->set_pool_mutex(&l.pool_mu);
     if (!l.cost.empty()) l.engines.back()->SetCostCurve(l.cost);
+    if (l.draft) {
+      if (Status st = l.engines.back()->SetDraftModel(*l.draft); !st.ok()) {
+        return SetPhase(kFailed, Status::Error("draft model '" + opts.draft_model_path +
+                                               "': " + st.message()));
+      }
+    }
   }
   // The default variant loads now, so that a corrupt cache is reported at start.
   (void)l.engines[0]->learned(default_spec);

@@ -40,8 +40,10 @@ namespace goose::server {
 
 struct ServerOptions {
   std::string model_path;
-  // (Draft-model methods add their -md path here; Impl::Load loads it beside the target and
-  // every slot's Engine gets it through its DrafterEnv.)
+  // The draft model of the draft-model methods (-md; empty: none). Loaded beside the target;
+  // every slot's Engine gets it (with a draft context of its own). Without one, a request for
+  // draft, draft-tree or graft is a 400 that says so.
+  std::string draft_model_path;
   std::string host = "127.0.0.1";
   int port = 8080;             // 0: any free port (tests)
   int n_parallel = 1;          // slots
@@ -64,8 +66,8 @@ struct ServerOptions {
   size_t max_body_bytes = 4u << 20;
   int timeout_seconds = 30;
   double shutdown_grace_seconds = 10;
-  // Runs once the model has loaded, before the slots are made (the CLI checks that the slots'
-  // contexts fit in memory); an error fails the load. Null: none.
+  // Runs once the model (and then the draft model) has loaded, before the slots are made (the
+  // CLI checks that the slots' contexts fit in memory); an error fails the load. Null: none.
   std::function<Status(const Model&)> check_model;
   // Called on a slot's thread after every verified cycle of a generation there (tracing; tests
   // use it to slow or hold a generation). Null: none.

@@ -35,6 +35,7 @@ namespace goose::server {
 
 struct LoadedModel {
   std::unique_ptr<Model> model;
+  std::unique_ptr<Model> draft;  // -md, or null
   SpecialTokens specials;
   std::optional<ChatTemplate> chat;
   std::string chat_missing;      // why `chat` is empty, for the error a chat request gets

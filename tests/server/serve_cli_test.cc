@@ -142,6 +142,8 @@ TEST(ServeCli, BadFlagsAreOneLineErrors) {
       {{"--chat-template", "jinja2"}, "goose: unknown --chat-template 'jinja2'"},
       {{"--spec", "warp"}, "goose: --spec: unknown method 'warp'"},
       {{"--budget", "lots"}, "goose: --budget 'lots' is neither"},
+      {{"--spec", "graft"}, "goose: --spec graft needs a draft model: give one with -md"},
+      {{"-md", "/nonexistent-draft.gguf", "--port", "0"}, "draft model (-md): "},
       {{"-m", "/nonexistent.gguf", "--port", "0"}, "/nonexistent.gguf"},
       {{"--host", "256.1.1.1", "--port", "0"}, "cannot listen on 256.1.1.1"},
   };

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <thread>
 
+#include "../method/weak_drafter.h"
 #include "e2e/e2e_util.h"
 #include "server_test_util.h"
 
@@ -230,6 +231,8 @@ TEST_F(ServerTest, BadRequestsAreAnsweredAndServingGoesOn) {
       {"/v1/completions", R"({"prompt": "x", "goose": {"spec": "teleport"}})", 400,
        "unknown method"},
       {"/v1/completions", R"({"prompt": "x", "goose": {"budget": "auto"}})", 400, "--budget auto"},
+      {"/v1/completions", R"({"prompt": "x", "goose": {"spec": "graft"}})", 400,
+       "needs a draft model, and this server has none (start goose serve with -md"},
       {"/v1/completions", R"({"prompt": [1, 999999]})", 400, "outside the vocabulary"},
       {"/v1/completions", R"({"prompt": "x", "logit_bias": {"3": 5}})", 400, "not supported"},
       {"/v1/completions", std::string(10 << 20, ' '), 413, "larger than the server's limit"},
@@ -452,6 +455,66 @@ TEST(ServerLifecycle, AFailedLoadIsReportedAndHealthSays503) {
   ASSERT_TRUE(h);
   EXPECT_EQ(h->status, 503);
   EXPECT_EQ(json::parse(h->body)["status"], "error");
+}
+
+// With -md, every slot drafts with the draft model: the draft-model methods answer plain
+// decoding's text, greedy and sampled, on two slots at once; without a draft they are refused
+// at Create (as the default method) or with a 400 (per request, above).
+TEST(ServerDraftModel, DraftModelMethodsAnswerPlainDecoding) {
+  const std::filesystem::path dir = std::filesystem::path(testing::TempDir()) /
+                                    ("goose_serve_draft_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string draft = (dir / "weak.gguf").string();
+  std::string why;
+  if (!MakeWeakDrafterFile(draft, &why)) GTEST_SKIP() << why;
+  ServerOptions o = kTwoSlots;
+  o.spec = "graft";
+  EXPECT_FALSE(Server::Create(o).ok());  // no -md
+  o.draft_model_path = draft;
+  auto s = StartServer(o);
+  ASSERT_NE(s, nullptr);
+  ASSERT_TRUE(s->server->WaitUntilLoaded().ok());
+  SamplingParams sampled;
+  sampled.temp = 0.9f;
+  sampled.seed = 7;
+  const std::string greedy_want = ReferenceText(kPrompt, 40);
+  const std::string sampled_want = ReferenceText(kPrompt, 40, sampled);
+  std::vector<std::thread> clients;
+  std::mutex mu;
+  std::vector<std::string> failures;
+  for (const char* spec : {"graft", "draft", "draft-tree+prune", "graft+paper"}) {
+    clients.emplace_back([&, spec] {
+      auto c = s->Client();
+      for (bool sample : {false, true}) {
+        json extra = {{"goose", {{"spec", spec}, {"budget", 16}}}};
+        if (sample) extra.update({{"temperature", 0.9}, {"seed", 7}});
+        auto res = PostJson(c, "/v1/completions", CompletionRequestBody(40, extra).dump());
+        const std::string want = sample ? sampled_want : greedy_want;
+        std::lock_guard<std::mutex> lock(mu);
+        if (!res || res->status != 200) {
+          failures.push_back(std::string(spec) + ": " + (res ? res->body : "no answer"));
+        } else if (json::parse(res->body)["choices"][0]["text"] != want) {
+          failures.push_back(std::string(spec) + (sample ? " sampled" : " greedy") +
+                             ": not plain decoding's text");
+        }
+      }
+    });
+  }
+  for (std::thread& t : clients) t.join();
+  EXPECT_TRUE(failures.empty()) << failures.front();
+  s.reset();
+  std::filesystem::remove_all(dir);
+}
+
+TEST(ServerDraftModel, AMissingDraftFailsTheLoadNamingIt) {
+  ServerOptions o = kTwoSlots;
+  o.draft_model_path = "/nonexistent/draft.gguf";
+  auto s = StartServer(o);
+  ASSERT_NE(s, nullptr);
+  const Status st = s->server->WaitUntilLoaded();
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("draft model (-md)"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("/nonexistent/draft.gguf"), std::string::npos) << st.message();
 }
 
 // Cycles slowed to 2 ms: a 400-token generation takes about a second, long after Shutdown().
