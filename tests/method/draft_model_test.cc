@@ -51,7 +51,9 @@ TEST(DraftTopK, ProbabilitiesAreTheSoftmaxOfTheWholeRow) {
   ASSERT_EQ(out.size(), 5u);
   for (size_t i = 0; i < out.size(); ++i) {
     EXPECT_NEAR(out[i].p, std::exp(static_cast<double>(logits[out[i].token]) - top) / sum, 1e-6);
-    if (i > 0) EXPECT_GE(out[i - 1].p, out[i].p);
+    if (i > 0) {
+      EXPECT_GE(out[i - 1].p, out[i].p);
+    }
   }
   for (int v = 0; v < nv; ++v) EXPECT_LE(logits[v], logits[out[0].token]);
   DraftTopK(logits.data(), nv, 0, &out);
