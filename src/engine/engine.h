@@ -139,9 +139,13 @@ class Engine {
 
   // Engines that share one ThreadPool (server slots) take turns on it: ThreadPool::Run is not
   // reentrant, so when set, the engine holds *mu around every Context forward pass (prefill
-  // passes and tree passes), and only then; drafting and verification run outside it. Null (the
-  // default): no lock. Set before Generate; `mu` must outlive the engine's calls.
-  void set_pool_mutex(std::mutex* mu) { pool_mu_ = mu; }
+  // passes and tree passes) and its draft-model drafters around every draft pass, and only then;
+  // the rest of drafting and verification run outside it. Null (the default): no lock. Set
+  // before Generate; `mu` must outlive the engine's calls.
+  void set_pool_mutex(std::mutex* mu) {
+    pool_mu_ = mu;
+    env_.pool_mu = mu;
+  }
 
  private:
   Status CheckRequest(std::span<const int32_t> prompt, const GenerateParams& params) const;

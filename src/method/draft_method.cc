@@ -19,7 +19,7 @@ double Now() {
 
 class DraftChainDrafter : public Drafter {
  public:
-  explicit DraftChainDrafter(Context& draft_ctx) : runner_(draft_ctx) {}
+  explicit DraftChainDrafter(const DrafterEnv& env) : runner_(*env.draft_ctx, env.pool_mu) {}
   void Begin(std::span<const int32_t> prompt) override {
     runner_.Begin(prompt);
     open_ = false;
@@ -86,7 +86,7 @@ class DraftChain : public Method {
   std::unique_ptr<Drafter> NewDrafter(const SpecParams&, Learned&,
                                       const DrafterEnv& env) const override {
     GOOSE_CHECK(env.draft_ctx != nullptr);
-    return std::make_unique<DraftChainDrafter>(*env.draft_ctx);
+    return std::make_unique<DraftChainDrafter>(env);
   }
 };
 

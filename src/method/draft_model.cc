@@ -101,7 +101,15 @@ void DraftTopK(const float* logits, int n_vocab, int k, std::vector<DraftToken>*
   }
 }
 
-DraftRunner::DraftRunner(Context& ctx) : ctx_(ctx) {}
+// A draft pass, holding the shared pool's turn if there is one.
+template <typename F>
+Status Turn(std::mutex* mu, F&& pass) {
+  if (mu == nullptr) return pass();
+  std::lock_guard<std::mutex> lock(*mu);
+  return pass();
+}
+
+DraftRunner::DraftRunner(Context& ctx, std::mutex* pool_turn) : ctx_(ctx), pool_turn_(pool_turn) {}
 
 void DraftRunner::Begin(std::span<const int32_t> prompt) {
   seq_.assign(prompt.begin(), prompt.end());
@@ -115,7 +123,9 @@ void DraftRunner::ObservePrefill(std::span<const int32_t> prompt, int i0, int i1
   const double t0 = Now();
   for (int b = i0; b < i1; b += kCatchUpChunk) {
     const int e = std::min(i1, b + kCatchUpChunk);
-    if (!ctx_.ForwardChain(prompt.subspan(b, e - b)).ok()) break;
+    if (!Turn(pool_turn_, [&] { return ctx_.ForwardChain(prompt.subspan(b, e - b)); }).ok()) {
+      break;
+    }
     ctx_.KeepAll();
     if (work) {
       ++work->passes;
@@ -142,7 +152,9 @@ bool DraftRunner::BeginCycle(DraftWork* work, std::span<const int32_t> extra,
   int from = ctx_.n_past();
   bool ok = true;
   while (ok && n_seq - from > kCatchUpChunk) {
-    ok = ctx_.ForwardChain(std::span<const int32_t>(seq_.data() + from, kCatchUpChunk)).ok();
+    ok = Turn(pool_turn_, [&] {
+           return ctx_.ForwardChain(std::span<const int32_t>(seq_.data() + from, kCatchUpChunk));
+         }).ok();
     if (ok) {
       ctx_.KeepAll();
       from += kCatchUpChunk;
@@ -162,7 +174,7 @@ bool DraftRunner::BeginCycle(DraftWork* work, std::span<const int32_t> extra,
     tokens.push_back(extra[i]);
     parents.push_back(extra_parents[i] < 0 ? chain - 1 : chain + extra_parents[i]);
   }
-  ok = ok && ctx_.Forward(tokens, parents).ok();
+  ok = ok && Turn(pool_turn_, [&] { return ctx_.Forward(tokens, parents); }).ok();
   work->seconds += Now() - t0;
   if (!ok) {
     ctx_.Truncate(ctx_.n_past());
@@ -186,7 +198,7 @@ int DraftRunner::Score(std::span<const int32_t> tokens, std::span<const int32_t>
   const int n = static_cast<int>(tokens.size());
   if (n_chain_ == 0 || n == 0 || n > room()) return -1;
   const double t0 = Now();
-  const Status st = ctx_.ForwardExtend(tokens, parent_pids);
+  const Status st = Turn(pool_turn_, [&] { return ctx_.ForwardExtend(tokens, parent_pids); });
   work->seconds += Now() - t0;
   if (!st.ok()) return -1;  // pending nodes of earlier passes stay as they were
   ++work->passes;

@@ -24,6 +24,7 @@
 #pragma once
 
 #include <cstdint>
+#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
@@ -48,7 +49,8 @@ void DraftTopK(const float* logits, int n_vocab, int k, std::vector<DraftToken>*
 
 class DraftRunner {
  public:
-  explicit DraftRunner(Context& ctx);
+  // pool_turn: held around every draft pass when the pool is shared (DrafterEnv::pool_mu).
+  explicit DraftRunner(Context& ctx, std::mutex* pool_turn = nullptr);
 
   // The request's prompt, before its prefill; ObservePrefill scores prompt[i0, i1) into the
   // draft cache as the target's prefill does (errors leave the rest to the first catch-up).
@@ -87,6 +89,7 @@ class DraftRunner {
 
  private:
   Context& ctx_;
+  std::mutex* pool_turn_;
   std::vector<int32_t> seq_;
   int n_chain_ = 0;        // catch-up chain of the current cycle (0: no cycle open)
   int n_pending_ = 0;      // pending nodes of the current cycle

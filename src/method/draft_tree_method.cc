@@ -9,8 +9,8 @@ namespace {
 
 class DraftTreeDrafter : public Drafter {
  public:
-  DraftTreeDrafter(GrowMode mode, Context& draft_ctx, DraftLearned& learned)
-      : grower_(mode, GrowParams{}, draft_ctx, learned, nullptr) {}
+  DraftTreeDrafter(GrowMode mode, const DrafterEnv& env, DraftLearned& learned)
+      : grower_(mode, GrowParams{}, *env.draft_ctx, learned, nullptr, env.pool_mu) {}
   void Begin(std::span<const int32_t> prompt) override { grower_.Begin(prompt); }
   void ObservePrefill(std::span<const int32_t> prompt, int i0, int i1,
                       const Context&) override {
@@ -50,7 +50,7 @@ class DraftTreeMethodImpl : public Method {
                                       const DrafterEnv& env) const override {
     GOOSE_CHECK(env.draft_ctx != nullptr);
     return std::make_unique<DraftTreeDrafter>(
-        spec.Has("prune") ? GrowMode::kPrune : GrowMode::kDense, *env.draft_ctx,
+        spec.Has("prune") ? GrowMode::kPrune : GrowMode::kDense, env,
         static_cast<DraftLearned&>(learned));
   }
 };

@@ -13,9 +13,9 @@ namespace {
 
 class GraftDrafter : public TableDrafter {
  public:
-  GraftDrafter(GrowMode mode, Context& draft_ctx, DraftLearned& learned, bool keep)
+  GraftDrafter(GrowMode mode, const DrafterEnv& env, DraftLearned& learned, bool keep)
       : TableDrafter(*learned.table, keep, /*harvest_whole_prompt=*/true),
-        grower_(mode, GrowParams{}, draft_ctx, learned, learned.table.get()) {}
+        grower_(mode, GrowParams{}, *env.draft_ctx, learned, learned.table.get(), env.pool_mu) {}
   void Begin(std::span<const int32_t> prompt) override {
     TableDrafter::Begin(prompt);
     grower_.Begin(prompt);
@@ -61,7 +61,7 @@ class Graft : public Method {
                                       const DrafterEnv& env) const override {
     GOOSE_CHECK(env.draft_ctx != nullptr);
     return std::make_unique<GraftDrafter>(
-        spec.Has("paper") ? GrowMode::kGraftPaper : GrowMode::kGraft, *env.draft_ctx,
+        spec.Has("paper") ? GrowMode::kGraftPaper : GrowMode::kGraft, env,
         static_cast<DraftLearned&>(learned), KeepsTable(spec));
   }
 };

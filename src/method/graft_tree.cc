@@ -32,8 +32,12 @@ constexpr int kFreshMatchClass = 2;
 }  // namespace
 
 TreeGrower::TreeGrower(GrowMode mode, const GrowParams& params, Context& draft_ctx,
-                       DraftLearned& learned, const TransitionTable* table)
-    : mode_(mode), params_(params), runner_(draft_ctx), learned_(learned), table_(table) {}
+                       DraftLearned& learned, const TransitionTable* table, std::mutex* pool_turn)
+    : mode_(mode),
+      params_(params),
+      runner_(draft_ctx, pool_turn),
+      learned_(learned),
+      table_(table) {}
 
 bool TreeGrower::retrieves() const {
   return mode_ == GrowMode::kGraft || mode_ == GrowMode::kGraftPaper;

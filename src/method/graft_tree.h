@@ -71,9 +71,9 @@ struct DraftLearned : Learned {
 
 class TreeGrower {
  public:
-  // `table` may be null (no retrieval then: the non-graft modes).
+  // `table` may be null (no retrieval then: the non-graft modes); pool_turn: DraftRunner's.
   TreeGrower(GrowMode mode, const GrowParams& params, Context& draft_ctx, DraftLearned& learned,
-             const TransitionTable* table);
+             const TransitionTable* table, std::mutex* pool_turn = nullptr);
 
   void Begin(std::span<const int32_t> prompt);
   void ObservePrefill(std::span<const int32_t> prompt, int i0, int i1);

@@ -70,6 +70,9 @@ struct DrafterEnv {
   const Model* draft = nullptr;
   uint64_t draft_fingerprint = 0;  // ModelFingerprint(*draft)
   Context* draft_ctx = nullptr;
+  // Engines that share `pool` (server slots) take turns on it under this mutex for every forward
+  // pass, the draft model's too (Engine::set_pool_mutex); null: no lock.
+  std::mutex* pool_mu = nullptr;
 };
 
 struct Learned {
