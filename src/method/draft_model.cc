@@ -101,6 +101,8 @@ void DraftTopK(const float* logits, int n_vocab, int k, std::vector<DraftToken>*
   }
 }
 
+namespace {
+
 // A draft pass, holding the shared pool's turn if there is one.
 template <typename F>
 Status Turn(std::mutex* mu, F&& pass) {
@@ -108,6 +110,8 @@ Status Turn(std::mutex* mu, F&& pass) {
   std::lock_guard<std::mutex> lock(*mu);
   return pass();
 }
+
+}  // namespace
 
 DraftRunner::DraftRunner(Context& ctx, std::mutex* pool_turn) : ctx_(ctx), pool_turn_(pool_turn) {}
 
