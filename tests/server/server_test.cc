@@ -442,24 +442,32 @@ TEST(ServerLifecycle, HealthIs503UntilTheModelHasLoaded) {
   EXPECT_EQ(h->status, 200);
 }
 
+// A missing model, or a missing draft model (-md): the load fails naming the file, and /health
+// says 503.
 TEST(ServerLifecycle, AFailedLoadIsReportedAndHealthSays503) {
-  ServerOptions o = kTwoSlots;
-  o.model_path = "/nonexistent/model.gguf";
-  auto s = StartServer(o);
-  ASSERT_NE(s, nullptr);
-  const Status st = s->server->WaitUntilLoaded();
-  ASSERT_FALSE(st.ok());
-  EXPECT_NE(st.message().find("/nonexistent/model.gguf"), std::string::npos) << st.message();
-  auto c = s->Client();
-  auto h = c.Get("/health");
-  ASSERT_TRUE(h);
-  EXPECT_EQ(h->status, 503);
-  EXPECT_EQ(json::parse(h->body)["status"], "error");
+  ServerOptions missing_model = kTwoSlots, missing_draft = kTwoSlots;
+  missing_model.model_path = "/nonexistent/model.gguf";
+  missing_draft.draft_model_path = "/nonexistent/draft.gguf";
+  for (const auto& [o, says] : {std::pair{missing_model, "/nonexistent/model.gguf"},
+                                std::pair{missing_draft, "draft model (-md): /nonexistent/draft"}}) {
+    SCOPED_TRACE(says);
+    auto s = StartServer(o);
+    ASSERT_NE(s, nullptr);
+    const Status st = s->server->WaitUntilLoaded();
+    ASSERT_FALSE(st.ok());
+    EXPECT_NE(st.message().find(says), std::string::npos) << st.message();
+    auto c = s->Client();
+    auto h = c.Get("/health");
+    ASSERT_TRUE(h);
+    EXPECT_EQ(h->status, 503);
+    EXPECT_EQ(json::parse(h->body)["status"], "error");
+  }
 }
 
 // With -md, every slot drafts with the draft model: the draft-model methods answer plain
 // decoding's text, greedy and sampled, on two slots at once; without a draft they are refused
-// at Create (as the default method) or with a 400 (per request, above).
+// at Create (as the default method) or with a 400 (per request, above); a missing draft fails
+// the load (ServerLifecycle above).
 TEST(ServerDraftModel, DraftModelMethodsAnswerPlainDecoding) {
   const std::filesystem::path dir = std::filesystem::path(testing::TempDir()) /
                                     ("goose_serve_draft_" + std::to_string(::getpid()));
@@ -504,17 +512,6 @@ TEST(ServerDraftModel, DraftModelMethodsAnswerPlainDecoding) {
   EXPECT_TRUE(failures.empty()) << failures.front();
   s.reset();
   std::filesystem::remove_all(dir);
-}
-
-TEST(ServerDraftModel, AMissingDraftFailsTheLoadNamingIt) {
-  ServerOptions o = kTwoSlots;
-  o.draft_model_path = "/nonexistent/draft.gguf";
-  auto s = StartServer(o);
-  ASSERT_NE(s, nullptr);
-  const Status st = s->server->WaitUntilLoaded();
-  ASSERT_FALSE(st.ok());
-  EXPECT_NE(st.message().find("draft model (-md)"), std::string::npos) << st.message();
-  EXPECT_NE(st.message().find("/nonexistent/draft.gguf"), std::string::npos) << st.message();
 }
 
 // Cycles slowed to 2 ms: a 400-token generation takes about a second, long after Shutdown().
