@@ -1,7 +1,6 @@
 // draft: a draft model's greedy chain, as llama.cpp's draft-model speculation (speculative-
 // simple) drafts it: the draft's most likely token while its probability is at least p_min
 // (0.75, llama.cpp's default), up to budget - 1 tokens, one draft pass per token.
-#include <chrono>
 
 #include "method/draft_model.h"
 #include "method/method.h"
@@ -11,11 +10,6 @@ namespace goose {
 namespace {
 
 constexpr float kPMin = 0.75f;
-
-double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 class DraftChainDrafter : public Drafter {
  public:
@@ -31,7 +25,7 @@ class DraftChainDrafter : public Drafter {
   void Commit(std::span<const int32_t> tokens) override { runner_.Commit(tokens); }
 
   Proposal Propose(const CycleInput& in) override {
-    const double start = Now();
+    const double start = NowSeconds();
     Proposal p;
     p.tree.Reset(in.anchor);
     open_ = false;
@@ -52,7 +46,7 @@ class DraftChainDrafter : public Drafter {
     }
     p.route = p.tree.size() > 1 ? Route::kChain : Route::kAr;
     p.work.pruned_slots = 0;
-    p.work.seconds = Now() - start;
+    p.work.seconds = NowSeconds() - start;
     return p;
   }
 

@@ -16,10 +16,6 @@ namespace {
 // holds n x n_vocab logits.
 constexpr int kCatchUpChunk = 256;
 
-double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 // "'piece'" with control bytes escaped, for error messages.
 std::string Quoted(const std::string& piece) {
@@ -101,6 +97,11 @@ void DraftTopK(const float* logits, int n_vocab, int k, std::vector<DraftToken>*
   }
 }
 
+double NowSeconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
 namespace {
 
 // A draft pass, holding the shared pool's turn if there is one.
@@ -124,7 +125,7 @@ void DraftRunner::Begin(std::span<const int32_t> prompt) {
 void DraftRunner::ObservePrefill(std::span<const int32_t> prompt, int i0, int i1,
                                  DraftWork* work) {
   if (ctx_.n_past() != i0) return;  // an earlier chunk failed: the first catch-up feeds it all
-  const double t0 = Now();
+  const double t0 = NowSeconds();
   for (int b = i0; b < i1; b += kCatchUpChunk) {
     const int e = std::min(i1, b + kCatchUpChunk);
     if (!Turn(pool_turn_, [&] { return ctx_.ForwardChain(prompt.subspan(b, e - b)); }).ok()) {
@@ -136,7 +137,7 @@ void DraftRunner::ObservePrefill(std::span<const int32_t> prompt, int i0, int i1
       work->rows += e - b;
     }
   }
-  if (work) work->seconds += Now() - t0;
+  if (work) work->seconds += NowSeconds() - t0;
 }
 
 void DraftRunner::Commit(std::span<const int32_t> tokens) {
@@ -152,7 +153,7 @@ bool DraftRunner::BeginCycle(DraftWork* work, std::span<const int32_t> extra,
   const int n_seq = static_cast<int>(seq_.size());
   if (n_seq == 0) return false;
   if (ctx_.n_past() > n_seq - 1) ctx_.Truncate(n_seq - 1);  // never holds the anchor
-  const double t0 = Now();
+  const double t0 = NowSeconds();
   int from = ctx_.n_past();
   bool ok = true;
   while (ok && n_seq - from > kCatchUpChunk) {
@@ -179,7 +180,7 @@ bool DraftRunner::BeginCycle(DraftWork* work, std::span<const int32_t> extra,
     parents.push_back(extra_parents[i] < 0 ? chain - 1 : chain + extra_parents[i]);
   }
   ok = ok && Turn(pool_turn_, [&] { return ctx_.Forward(tokens, parents); }).ok();
-  work->seconds += Now() - t0;
+  work->seconds += NowSeconds() - t0;
   if (!ok) {
     ctx_.Truncate(ctx_.n_past());
     return false;
@@ -201,9 +202,9 @@ int DraftRunner::Score(std::span<const int32_t> tokens, std::span<const int32_t>
                        DraftWork* work) {
   const int n = static_cast<int>(tokens.size());
   if (n_chain_ == 0 || n == 0 || n > room()) return -1;
-  const double t0 = Now();
+  const double t0 = NowSeconds();
   const Status st = Turn(pool_turn_, [&] { return ctx_.ForwardExtend(tokens, parent_pids); });
-  work->seconds += Now() - t0;
+  work->seconds += NowSeconds() - t0;
   if (!st.ok()) return -1;  // pending nodes of earlier passes stay as they were
   ++work->passes;
   work->rows += n;

@@ -47,6 +47,9 @@ struct DraftToken {
 // lower id). Logits more than 30 below the top are left out of the normaliser (< 1e-13 each).
 void DraftTopK(const float* logits, int n_vocab, int k, std::vector<DraftToken>* out);
 
+// Monotonic seconds, for timing draft work (DraftWork::seconds).
+double NowSeconds();
+
 class DraftRunner {
  public:
   // pool_turn: held around every draft pass when the pool is shared (DrafterEnv::pool_mu).

@@ -1,17 +1,11 @@
 #include "method/graft_tree.h"
 
 #include <algorithm>
-#include <chrono>
 #include <queue>
 
 namespace goose {
 
 namespace {
-
-double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 struct HeapItem {
   double value;
@@ -332,7 +326,7 @@ std::vector<int> TreeGrower::RootGuesses(const CycleInput& in) {
 }
 
 Proposal TreeGrower::Propose(const CycleInput& in) {
-  cycle_start_ = Now();
+  cycle_start_ = NowSeconds();
   Proposal p;
   p.tree.Reset(in.anchor);
   cycle_open_ = false;
@@ -416,7 +410,7 @@ Proposal TreeGrower::Propose(const CycleInput& in) {
   const int slots = in.cost != nullptr && mode_ != GrowMode::kDense ? static_cast<int>(sel.size())
                                                                     : in.budget;
   p.work.pruned_slots = std::max(0, slots - 1 - draft_nodes);
-  p.work.seconds = Now() - cycle_start_;
+  p.work.seconds = NowSeconds() - cycle_start_;
   cycle_open_ = true;
   return p;
 }
@@ -424,7 +418,7 @@ Proposal TreeGrower::Propose(const CycleInput& in) {
 void TreeGrower::Observe(const CycleInput& in, const Proposal& p, const AcceptResult& accepted) {
   if (!cycle_open_) return;
   cycle_open_ = false;
-  learned_.timing.AddCycle(Now() - cycle_start_, static_cast<int>(accepted.tokens.size()));
+  learned_.timing.AddCycle(NowSeconds() - cycle_start_, static_cast<int>(accepted.tokens.size()));
   const DraftTree& tree = p.tree;
   const int n = std::min(tree.size(), static_cast<int>(tree_pool_.size()));
   std::vector<uint8_t> on_path(tree.size(), 0);

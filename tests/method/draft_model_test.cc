@@ -16,15 +16,6 @@
 namespace goose {
 namespace {
 
-const Model& Tiny() {
-  static const std::unique_ptr<Model> m = [] {
-    auto r = Model::Load(WeakDrafterSharedDir() + "/models/stories260K.gguf");
-    if (!r.ok()) std::abort();
-    return std::move(r).value();
-  }();
-  return *m;
-}
-
 // Logits after `seq`, scored as one chain in a fresh context (a chain equals one-token decoding
 // bitwise: tests/model/tree_test.cc).
 std::vector<float> Reference(const Model& m, const std::vector<int32_t>& seq) {

@@ -18,15 +18,6 @@
 namespace goose {
 namespace {
 
-const Model& Tiny() {
-  static const std::unique_ptr<Model> m = [] {
-    auto r = Model::Load(WeakDrafterSharedDir() + "/models/stories260K.gguf");
-    if (!r.ok()) std::abort();
-    return std::move(r).value();
-  }();
-  return *m;
-}
-
 struct CycleLog {
   Proposal proposal;
   AcceptResult accepted;

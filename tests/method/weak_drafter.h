@@ -24,6 +24,16 @@ inline std::string WeakDrafterSharedDir() {
   return env != nullptr && *env != '\0' ? env : GOOSE_SHARED_DIR;
 }
 
+// The tiny model itself: the target the weak drafter drafts for.
+inline const Model& Tiny() {
+  static const std::unique_ptr<Model> m = [] {
+    auto r = Model::Load(WeakDrafterSharedDir() + "/models/stories260K.gguf");
+    if (!r.ok()) std::abort();
+    return std::move(r).value();
+  }();
+  return *m;
+}
+
 // Writes the weak drafter to `out` (f32). False, with the reason in *why, if it cannot be made
 // here.
 inline bool MakeWeakDrafterFile(const std::string& out, std::string* why) {

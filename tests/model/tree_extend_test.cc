@@ -22,12 +22,6 @@ namespace {
 
 constexpr int kCtx = 320;
 
-std::vector<int32_t> RandomTokens(SplitMix64& rng, int n, int n_vocab) {
-  std::vector<int32_t> t(static_cast<size_t>(n));
-  for (int32_t& x : t) x = static_cast<int32_t>(rng.Below(static_cast<uint64_t>(n_vocab)));
-  return t;
-}
-
 // A catch-up chain (nodes 0..chain-1, the last one the tree's root) and a tree below it whose
 // later nodes hang off any earlier node: the shape a draft model grows.
 std::vector<int32_t> DraftShapedParents(SplitMix64& rng, int chain, int n) {

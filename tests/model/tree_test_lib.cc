@@ -11,15 +11,15 @@
 
 namespace goose {
 
-namespace {
-
-constexpr int kCtx = 320;
-
 std::vector<int32_t> RandomTokens(SplitMix64& rng, int n, int n_vocab) {
   std::vector<int32_t> t(static_cast<size_t>(n));
   for (int32_t& x : t) x = static_cast<int32_t>(rng.Below(static_cast<uint64_t>(n_vocab)));
   return t;
 }
+
+namespace {
+
+constexpr int kCtx = 320;
 
 // Random parents: several roots, mixed deep chains and bushy levels.
 std::vector<int32_t> RandomParents(SplitMix64& rng, int n) {

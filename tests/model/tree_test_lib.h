@@ -6,8 +6,12 @@
 #include <vector>
 
 #include "model/model.h"
+#include "util/rng.h"
 
 namespace goose {
+
+// n token ids drawn uniformly from [0, n_vocab).
+std::vector<int32_t> RandomTokens(SplitMix64& rng, int n, int n_vocab);
 
 // memcmp of two logits rows; on mismatch reports the first differing index.
 void ExpectBitwiseEqual(const float* a, const float* b, int n, const std::string& what);
