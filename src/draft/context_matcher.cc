@@ -72,6 +72,22 @@ const ContextMatcher::Index* ContextMatcher::IndexFor(int n) const {
   return nullptr;
 }
 
+void ContextMatcher::Index::Insert(uint64_t h, const Entry& e) {
+  if (2 * (used + 1) > slots.size()) {
+    std::vector<Slot> old(std::max<size_t>(64, 2 * slots.size()));
+    old.swap(slots);
+    used = 0;
+    for (const Slot& s : old) {
+      if (s.entry.count > 0) Insert(s.hash, s.entry);
+    }
+  }
+  const size_t mask = slots.size() - 1;
+  size_t i = h & mask;
+  while (slots[i].entry.count > 0) i = (i + 1) & mask;
+  slots[i] = {h, e};
+  ++used;
+}
+
 void ContextMatcher::Append(int32_t token) {
   pool_.push_back(token);
   const View v{pool_, {}};
@@ -81,14 +97,11 @@ void ContextMatcher::Append(int32_t token) {
     const int64_t j = succ - n;  // the n-gram pool[j, j+n) now has a successor
     if (j < 0) continue;
     const uint64_t h = HashNgram(v, j, n);
-    auto [it, end] = index_[i].equal_range(h);
-    for (; it != end; ++it) {
-      if (SameNgram(v, it->second.first_pos, j, n)) break;
-    }
-    if (it == end) {
-      index_[i].emplace(h, Entry{j, 1, token, true});
+    const Entry* found = index_[i].Find(h, [&](int64_t pos) { return SameNgram(v, pos, j, n); });
+    if (found == nullptr) {
+      index_[i].Insert(h, Entry{j, 1, token, true});
     } else {
-      Entry& e = it->second;
+      Entry& e = const_cast<Entry&>(*found);
       ++e.count;
       if (token != e.next_token) e.all_next_same = false;
     }
@@ -101,7 +114,7 @@ void ContextMatcher::Append(std::span<const int32_t> tokens) {
 
 void ContextMatcher::Clear() {
   pool_.clear();
-  for (auto& idx : index_) idx.clear();
+  for (auto& idx : index_) idx = Index{};
 }
 
 ContextMatcher::Entry ContextMatcher::Lookup(int n, std::span<const int32_t> extra) const {
@@ -114,14 +127,9 @@ ContextMatcher::Entry ContextMatcher::Lookup(int n, std::span<const int32_t> ext
   int64_t scan_from = 0;
   if (idx != nullptr) {
     // Indexed windows are those whose successor lies in the pool: j <= |pool| - n - 1.
-    const uint64_t h = HashNgram(v, query, n);
-    auto [it, end] = idx->equal_range(h);
-    for (; it != end; ++it) {
-      if (SameNgram(v, it->second.first_pos, query, n)) {
-        out = it->second;
-        break;
-      }
-    }
+    const Entry* e = idx->Find(HashNgram(v, query, n),
+                               [&](int64_t pos) { return SameNgram(v, pos, query, n); });
+    if (e != nullptr) out = *e;
     scan_from = std::max<int64_t>(0, static_cast<int64_t>(pool_.size()) - n);
   }
   // Windows whose successor lies in `extra` (at most |extra|), or everything when unindexed.
@@ -210,10 +218,8 @@ std::vector<int32_t> ContextMatcher::ProposePld(int max_n, int min_n, int num_to
 }
 
 size_t ContextMatcher::memory_bytes() const {
-  // Node size estimate for libstdc++: value + next pointer + cached hash.
-  constexpr size_t kNode = sizeof(std::pair<const uint64_t, Entry>) + 2 * sizeof(void*);
   size_t bytes = pool_.capacity() * sizeof(int32_t);
-  for (const auto& idx : index_) bytes += idx.bucket_count() * sizeof(void*) + idx.size() * kNode;
+  for (const auto& idx : index_) bytes += idx.slots.capacity() * sizeof(Index::Slot);
   return bytes;
 }
 

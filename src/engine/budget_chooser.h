@@ -103,7 +103,10 @@ class BudgetChooser {
   const std::vector<CostSample>& samples() const { return samples_; }
   int max_budget() const { return static_cast<int>(cost_.size()) - 1; }
   int probe_budget() const { return probe_budget_; }
-  // Histogram of the budgets returned so far (index = budget).
+  // A plain step the engine ran without asking (its idle drafter): counted in chosen().
+  void CountPlainStep() { ++chosen_[1]; }
+  // Histogram of the budgets the cycles ran at (index = budget): those returned so far and the
+  // engine's plain steps.
   const std::vector<int64_t>& chosen() const { return chosen_; }
 
  private:

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "engine/idle_drafter.h"
 #include "method/draft_model.h"
 #include "util/check.h"
 #include "util/escape.h"
@@ -264,6 +265,7 @@ StatusOr<GenerateResult> Engine::Generate(std::span<const int32_t> prompt,
   CycleInput in;
   in.anchor = first;
   in.anchor_prev = prompt.back();
+  IdleDrafter idle;
 
   while (!stopped && static_cast<int>(out.size()) < params.n_predict) {
     const int n_past = ctx_->n_past();
@@ -273,7 +275,13 @@ StatusOr<GenerateResult> Engine::Generate(std::span<const int32_t> prompt,
     }
     // The drafter proposes a tree ...
     Proposal proposal;
-    {
+    const bool ask = !(spec.auto_budget && idle.Skip());
+    auto t_draft = std::chrono::steady_clock::now();
+    if (!ask) {
+      in.budget = 1;
+      proposal.tree.Reset(in.anchor);
+      if (chooser && !own_sizes) chooser->CountPlainStep();
+    } else {
       std::lock_guard<std::mutex> lock(learned.mu);
       in.budget = ResolvedBudget(spec);
       if (own_sizes) {
@@ -288,17 +296,20 @@ StatusOr<GenerateResult> Engine::Generate(std::span<const int32_t> prompt,
         proposal = drafter->Propose(in);
       }
     }
+    double draft_seconds = Seconds(t_draft);
     DraftTree& tree = proposal.tree;
     tree.Truncate(ctx_->n_ctx() - n_past);
     if (tree.size() == 1) proposal.route = Route::kAr;
     // ... the model scores it ...
+    double pass_seconds = 0;
     {
       // The pass time is the forward pass alone: a wait for another slot's turn on the shared
       // pool is not what a tree of this size costs.
       std::unique_lock<std::mutex> turn = PoolTurn(pool_mu_);
       const auto t_pass = std::chrono::steady_clock::now();
       GOOSE_RETURN_IF_ERROR(ctx_->Forward(tree.tokens, tree.parents));
-      RecordPass(tree.size(), Seconds(t_pass));
+      pass_seconds = Seconds(t_pass);
+      RecordPass(tree.size(), pass_seconds);
     }
     // ... the verifier accepts, sampling each visited node at its own position ...
     auto target = [&](int node) {
@@ -309,13 +320,20 @@ StatusOr<GenerateResult> Engine::Generate(std::span<const int32_t> prompt,
     // and the accepted path.
     {
       std::lock_guard<std::mutex> lock(learned.mu);
-      drafter->Observe(in, proposal, *ctx_, acc);
+      t_draft = std::chrono::steady_clock::now();
+      if (ask) drafter->Observe(in, proposal, *ctx_, acc);
+      draft_seconds += Seconds(t_draft);
       AccumulateStats(tree, proposal.route, acc, &learned.stats);
       AccumulateDraftWork(proposal.work, &learned.stats);
       if (chooser && !own_sizes) {
         chooser->Observe(in.budget, tree.size(), static_cast<int>(acc.tokens.size()),
                          &learned.budgets);
       }
+    }
+    if (ask && tree.size() == 1) {
+      idle.RootOnly(draft_seconds, pass_seconds);
+    } else if (ask) {
+      idle.Drafted();
     }
     AccumulateStats(tree, proposal.route, acc, &result.stats);
     AccumulateDraftWork(proposal.work, &result.stats);

@@ -1,5 +1,6 @@
 // The cost-aware budget chooser against analytically solvable cost curves and acceptance tables.
 #include "engine/budget_chooser.h"
+#include "engine/idle_drafter.h"
 
 #include <algorithm>
 #include <cmath>
@@ -259,6 +260,33 @@ TEST(BudgetChooser, ExploresNeighboursAndMovesToTheMeasuredBest) {
   EXPECT_GE(std::count(budgets.end() - 50, budgets.end(), 16), 40);  // exploration aside
   BudgetChooser fresh({{1, 1.0}, {4, 1.0}, {8, 1.05}, {16, 1.1}, {32, 3.0}});
   EXPECT_EQ(fresh.Choose(h, history), 16) << "a persisted history starts at the measured best";
+}
+
+// The engine's idle drafter: a drafter that costs 10% of a pass and drafted nothing is skipped
+// for 10 cycles (its share of those 11 passes under 1%); one that costs 0.1% of a pass (a big
+// model) never is; a drafted tree asks again at once; a slow outlier moves the average, not all.
+TEST(IdleDrafter, SkipsPlainStepsInProportionToTheDraftersShare) {
+  auto skipped = [](IdleDrafter& idle) {
+    int n = 0;
+    while (idle.Skip()) ++n;
+    return n;
+  };
+  IdleDrafter idle;
+  EXPECT_FALSE(idle.Skip()) << "asks the drafter until it has measured it";
+  idle.RootOnly(10e-6, 100e-6);
+  EXPECT_EQ(skipped(idle), 10);
+  idle.RootOnly(10e-6, 100e-6);
+  idle.Drafted();
+  EXPECT_EQ(skipped(idle), 0);
+  idle.RootOnly(1e-3, 100e-6);  // one 100x outlier: a quarter of it, capped
+  EXPECT_EQ(skipped(idle), IdleDrafter::kMaxSkip);
+  IdleDrafter big;
+  for (int i = 0; i < 100; ++i) {
+    big.RootOnly(10e-6, 10e-3);
+    EXPECT_FALSE(big.Skip());
+  }
+  big.RootOnly(1e-6, 0);  // no pass time: nothing learned
+  EXPECT_FALSE(big.Skip());
 }
 
 }  // namespace
