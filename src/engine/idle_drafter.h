@@ -15,7 +15,7 @@ namespace goose {
 
 class IdleDrafter {
  public:
-  static constexpr double kShare = 0.01;
+  static constexpr double kShare = 0.004;  // the tiny model: 1 cycle in ~25 asks
   static constexpr int kMaxSkip = 32;
 
   // True when this cycle is to be a plain step without the drafter.

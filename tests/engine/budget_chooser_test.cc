@@ -263,8 +263,9 @@ TEST(BudgetChooser, ExploresNeighboursAndMovesToTheMeasuredBest) {
 }
 
 // The engine's idle drafter: a drafter that costs 10% of a pass and drafted nothing is skipped
-// for 10 cycles (its share of those 11 passes under 1%); one that costs 0.1% of a pass (a big
-// model) never is; a drafted tree asks again at once; a slow outlier moves the average, not all.
+// for 0.1 / kShare cycles (its share of those passes under kShare); one that costs 0.1% of a
+// pass (a big model) never is; a drafted tree asks again at once; a slow outlier moves the
+// average, not all of it.
 TEST(IdleDrafter, SkipsPlainStepsInProportionToTheDraftersShare) {
   auto skipped = [](IdleDrafter& idle) {
     int n = 0;
@@ -274,12 +275,13 @@ TEST(IdleDrafter, SkipsPlainStepsInProportionToTheDraftersShare) {
   IdleDrafter idle;
   EXPECT_FALSE(idle.Skip()) << "asks the drafter until it has measured it";
   idle.RootOnly(10e-6, 100e-6);
-  EXPECT_EQ(skipped(idle), 10);
+  EXPECT_EQ(skipped(idle), static_cast<int>(0.1 / IdleDrafter::kShare));
   idle.RootOnly(10e-6, 100e-6);
   idle.Drafted();
   EXPECT_EQ(skipped(idle), 0);
   idle.RootOnly(1e-3, 100e-6);  // one 100x outlier: a quarter of it, capped
   EXPECT_EQ(skipped(idle), IdleDrafter::kMaxSkip);
+  EXPECT_LT(0.1 / IdleDrafter::kShare, IdleDrafter::kMaxSkip);
   IdleDrafter big;
   for (int i = 0; i < 100; ++i) {
     big.RootOnly(10e-6, 10e-3);
