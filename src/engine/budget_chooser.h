@@ -103,8 +103,12 @@ class BudgetChooser {
   const std::vector<CostSample>& samples() const { return samples_; }
   int max_budget() const { return static_cast<int>(cost_.size()) - 1; }
   int probe_budget() const { return probe_budget_; }
-  // A plain step the engine ran without asking (its idle drafter): counted in chosen().
-  void CountPlainStep() { ++chosen_[1]; }
+  // A plain step the engine ran without asking (its idle drafter): counted in chosen(), and
+  // towards the next probe as if Choose had returned 1, so probes keep their pace in cycles.
+  void CountPlainStep() {
+    ++chosen_[1];
+    if (best_ <= 1) ++calls_at_one_;
+  }
   // Histogram of the budgets the cycles ran at (index = budget): those returned so far and the
   // engine's plain steps.
   const std::vector<int64_t>& chosen() const { return chosen_; }
