@@ -101,7 +101,7 @@ void ContextMatcher::Append(int32_t token) {
     if (found == nullptr) {
       index_[i].Insert(h, Entry{j, 1, token, true});
     } else {
-      Entry& e = const_cast<Entry&>(*found);
+      Entry& e = const_cast<Entry&>(*found);  // (in index_, which this method may change)
       ++e.count;
       if (token != e.next_token) e.all_next_same = false;
     }
