@@ -85,12 +85,19 @@ TEST_F(ServerTest, HealthModelsMetrics) {
   ASSERT_EQ(models["data"].size(), 1u);
   EXPECT_EQ(models["data"][0]["id"], "stories260K.gguf");
   EXPECT_EQ(models["data"][0]["object"], "model");
-  auto metrics = c.Get("/metrics");
-  ASSERT_TRUE(metrics);
-  EXPECT_EQ(metrics->status, 200);
-  EXPECT_NE(metrics->body.find("goose_slots_total 2\n"), std::string::npos) << metrics->body;
-  EXPECT_NE(metrics->body.find("goose_requests_total{endpoint=\"/health\",status=\"200\"}"),
-            std::string::npos);
+  // A response is counted once it has been sent (the HTTP library's logger runs after the
+  // write), so the client may ask for /metrics a moment before /health's count lands: poll.
+  const std::string health = "goose_requests_total{endpoint=\"/health\",status=\"200\"}";
+  std::string body;
+  for (int i = 0; i < 200 && body.find(health) == std::string::npos; ++i) {
+    if (i > 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    auto metrics = c.Get("/metrics");
+    ASSERT_TRUE(metrics);
+    EXPECT_EQ(metrics->status, 200);
+    body = metrics->body;
+  }
+  EXPECT_NE(body.find("goose_slots_total 2\n"), std::string::npos) << body;
+  EXPECT_NE(body.find(health), std::string::npos) << body;
 }
 
 TEST_F(ServerTest, CompletionIsPlainDecodingStreamedOrNot) {
