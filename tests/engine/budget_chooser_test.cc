@@ -262,10 +262,10 @@ TEST(BudgetChooser, ExploresNeighboursAndMovesToTheMeasuredBest) {
   EXPECT_EQ(fresh.Choose(h, history), 16) << "a persisted history starts at the measured best";
 }
 
-// The engine's idle drafter: a drafter that costs 10% of a pass and drafted nothing is skipped
-// for 0.1 / kShare cycles (its share of those passes under kShare); one that costs 0.1% of a
-// pass (a big model) never is; a drafted tree asks again at once; a slow outlier moves the
-// average, not all of it.
+// The engine's idle drafter: once kMinStreak cycles in a row drafted nothing, a drafter that
+// costs 10% of a pass is skipped for 0.1 / kShare cycles (its share of those passes under
+// kShare); one that costs 0.1% of a pass (a big model) never is; a drafted tree ends the streak
+// and asks again at once; a slow outlier moves the average, not all of it.
 TEST(IdleDrafter, SkipsPlainStepsInProportionToTheDraftersShare) {
   auto skipped = [](IdleDrafter& idle) {
     int n = 0;
@@ -274,11 +274,18 @@ TEST(IdleDrafter, SkipsPlainStepsInProportionToTheDraftersShare) {
   };
   IdleDrafter idle;
   EXPECT_FALSE(idle.Skip()) << "asks the drafter until it has measured it";
+  for (int i = 1; i < IdleDrafter::kMinStreak; ++i) {
+    idle.RootOnly(10e-6, 100e-6);
+    EXPECT_FALSE(idle.Skip()) << "a short streak of empty cycles: " << i;
+  }
   idle.RootOnly(10e-6, 100e-6);
   EXPECT_EQ(skipped(idle), static_cast<int>(0.1 / IdleDrafter::kShare));
-  idle.RootOnly(10e-6, 100e-6);
+  idle.RootOnly(10e-6, 100e-6);  // the streak goes on after the skipped cycles
+  EXPECT_EQ(skipped(idle), static_cast<int>(0.1 / IdleDrafter::kShare));
   idle.Drafted();
-  EXPECT_EQ(skipped(idle), 0);
+  EXPECT_FALSE(idle.Skip());
+  for (int i = 1; i < IdleDrafter::kMinStreak; ++i) idle.RootOnly(10e-6, 100e-6);
+  EXPECT_FALSE(idle.Skip()) << "a drafted tree starts a new streak";
   idle.RootOnly(1e-3, 100e-6);  // one 100x outlier: a quarter of it, capped
   EXPECT_EQ(skipped(idle), IdleDrafter::kMaxSkip);
   EXPECT_LT(0.1 / IdleDrafter::kShare, IdleDrafter::kMaxSkip);
