@@ -18,11 +18,6 @@ double Seconds(std::chrono::steady_clock::time_point since) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
 }
 
-// Engine::set_pool_mutex: the pool's turn for one forward pass (no lock when mu is null).
-std::unique_lock<std::mutex> PoolTurn(std::mutex* mu) {
-  return mu ? std::unique_lock<std::mutex>(*mu) : std::unique_lock<std::mutex>();
-}
-
 }  // namespace
 
 uint64_t ModelFingerprint(const Model& model) {
@@ -210,7 +205,7 @@ StatusOr<int32_t> Engine::Prefill(std::span<const int32_t> prompt, const Generat
   for (int i0 = 0; i0 < n_prompt; i0 += chunk) {
     const int i1 = std::min(n_prompt, i0 + chunk);
     {
-      std::unique_lock<std::mutex> turn = PoolTurn(pool_mu_);
+      std::unique_lock<std::mutex> turn = PoolTurn(env_.pool_mu);
       GOOSE_RETURN_IF_ERROR(ctx_->ForwardChain(prompt.subspan(i0, i1 - i0)));
     }
     {
@@ -305,7 +300,7 @@ StatusOr<GenerateResult> Engine::Generate(std::span<const int32_t> prompt,
     {
       // The pass time is the forward pass alone: a wait for another slot's turn on the shared
       // pool is not what a tree of this size costs.
-      std::unique_lock<std::mutex> turn = PoolTurn(pool_mu_);
+      std::unique_lock<std::mutex> turn = PoolTurn(env_.pool_mu);
       const auto t_pass = std::chrono::steady_clock::now();
       GOOSE_RETURN_IF_ERROR(ctx_->Forward(tree.tokens, tree.parents));
       pass_seconds = Seconds(t_pass);

@@ -142,10 +142,7 @@ class Engine {
   // passes and tree passes) and its draft-model drafters around every draft pass, and only then;
   // the rest of drafting and verification run outside it. Null (the default): no lock. Set
   // before Generate; `mu` must outlive the engine's calls.
-  void set_pool_mutex(std::mutex* mu) {
-    pool_mu_ = mu;
-    env_.pool_mu = mu;
-  }
+  void set_pool_mutex(std::mutex* mu) { env_.pool_mu = mu; }
 
  private:
   Status CheckRequest(std::span<const int32_t> prompt, const GenerateParams& params) const;
@@ -164,7 +161,6 @@ class Engine {
   size_t passes_ = 0;
   std::map<std::string, BudgetChooser> choosers_;  // --budget auto, by SpecVariantKey
   SpecStats total_;
-  std::mutex* pool_mu_ = nullptr;  // see set_pool_mutex()
 };
 
 // See Engine::model_fingerprint().

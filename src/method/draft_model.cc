@@ -7,6 +7,7 @@
 #include "draft/transition_table.h"
 #include "ops/ops.h"
 #include "util/check.h"
+#include "util/thread_pool.h"
 
 namespace goose {
 
@@ -15,7 +16,6 @@ namespace {
 // Catch-up chains longer than this are scored in several passes (as a prefill is): a pass
 // holds n x n_vocab logits.
 constexpr int kCatchUpChunk = 256;
-
 
 // "'piece'" with control bytes escaped, for error messages.
 std::string Quoted(const std::string& piece) {
@@ -107,8 +107,7 @@ namespace {
 // A draft pass, holding the shared pool's turn if there is one.
 template <typename F>
 Status Turn(std::mutex* mu, F&& pass) {
-  if (mu == nullptr) return pass();
-  std::lock_guard<std::mutex> lock(*mu);
+  const std::unique_lock<std::mutex> turn = PoolTurn(mu);
   return pass();
 }
 
