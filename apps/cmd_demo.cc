@@ -114,6 +114,7 @@ int RunDemo(const DemoFlags& f) {
     if (!cal_or.ok()) return Fail(cal_or.status().message());
     cal = std::move(*cal_or);
     spec.SetCostCurve(ToCostSamples(cal.curve));
+    spec.LearnPassCosts(cal.observed);
     spec_params.spec.auto_budget = true;
   }
   GenerateParams plain_params;
@@ -163,7 +164,7 @@ int RunDemo(const DemoFlags& f) {
   for (const std::string& w : cache->TakeWarnings()) {
     std::fprintf(stderr, "goose: warning: %s\n", w.c_str());
   }
-  if (f.budget == "auto") (void)CheckObservedCosts(cal, spec.ObservedPassCosts());
+  if (f.budget == "auto") (void)RecordObservedCosts(cal, spec.ObservedPassCosts());
   const double speedup = plain_s / spec_s;
   if (f.json) {
     nlohmann::json j = {{"model", *path},     {"spec", f.spec},

@@ -253,6 +253,7 @@ int RunGenerate(const GenerateFlags& f) {
     if (!cal_or.ok()) return Fail(cal_or.status().message());
     cal = std::move(*cal_or);
     engine.SetCostCurve(ToCostSamples(cal.curve));
+    engine.LearnPassCosts(cal.observed);
     params.spec.auto_budget = true;
   }
   // A table file given by --tr-cache is meant to be used (and saved back): this request keeps
@@ -287,8 +288,8 @@ int RunGenerate(const GenerateFlags& f) {
   }
   // A failed save is a warning (the cache records it): the next run starts colder, that is all.
   (void)engine.SaveLearned();
-  // Passes much faster than the cached curve says: it was measured on a busy machine.
-  if (auto_budget) (void)CheckObservedCosts(cal, engine.ObservedPassCosts());
+  // What the passes took, for the next run's curve (engine/cost_cache.h).
+  if (auto_budget) (void)RecordObservedCosts(cal, engine.ObservedPassCosts());
   warn_cache();
 
   nlohmann::json stats = GenerateStatsJson(r, static_cast<int>(prompt_tokens.size()));

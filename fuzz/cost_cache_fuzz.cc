@@ -5,7 +5,8 @@
 // own key (so that the curve's checks are reached whatever key the fuzzer writes).
 // Properties once a file is accepted: the curve starts at 1 node, its nodes increase within
 // 1..SpecStats::kMaxTreeNodes (the largest tree goose builds and sizes its context for), its
-// times are finite, positive and non-decreasing; BudgetChooser, fed cycles that commit tokens,
+// times are finite, positive and non-decreasing; the observed pass times are within the same
+// bounds; BudgetChooser, on the curve corrected by them and fed cycles that commit tokens,
 // returns budgets within the curve. Errors are one clean line.
 // run-fuzz flags: -max_len=4096
 #include <cmath>
@@ -44,9 +45,22 @@ void Check(std::string_view text, const nlohmann::json& key) {
     FUZZ_CHECK(i == 0 || (c[i - 1].nodes <= c[i].nodes && c[i - 1].seconds <= c[i].seconds),
                "curve not monotone at %zu", i);
   }
+  for (const CostSample& o : curve->observed) {
+    FUZZ_CHECK(o.nodes >= 1 && o.nodes <= SpecStats::kMaxTreeNodes, "observed nodes %d", o.nodes);
+    FUZZ_CHECK(std::isfinite(o.seconds) && o.seconds > 0, "observed seconds %g", o.seconds);
+  }
   BudgetChooser chooser(ToCostSamples(c));
   FUZZ_CHECK(chooser.max_budget() >= 1 && chooser.max_budget() <= SpecStats::kMaxTreeNodes,
              "max budget %d", chooser.max_budget());
+  // As the engine does with a run's pass times (Engine::LearnPassCosts): same sizes, times
+  // finite and positive.
+  const int max_budget = chooser.max_budget();
+  chooser.SetCost(CorrectCostCurve(ToCostSamples(c), curve->observed));
+  FUZZ_CHECK(chooser.max_budget() == max_budget, "corrected max budget %d", chooser.max_budget());
+  for (int b = 1; b <= max_budget; ++b) {
+    FUZZ_CHECK(std::isfinite(chooser.cost()[b]) && chooser.cost()[b] > 0, "corrected c(%d) %g",
+               b, chooser.cost()[b]);
+  }
   SpecStats stats;
   BudgetHistory history;
   for (int cycle = 0; cycle < 40; ++cycle) {

@@ -267,6 +267,8 @@ StatusOr<json> RunBench(const Model& model, ThreadPool* pool, const std::vector<
         return Status::Error("--budget auto needs a cost curve");
       }
       engines[c]->SetCostCurve(ToCostSamples(on_cost_model ? cost_model_curve : model_curve));
+      // This machine's passes correct this machine's curve, not another model's.
+      if (!on_cost_model) engines[c]->LearnPassCosts({});
       gp.spec.auto_budget = true;
     }
   }

@@ -1,7 +1,10 @@
 #include "engine/budget_chooser.h"
 
 #include <algorithm>
+#include <cmath>
 #include <queue>
+
+#include "util/check.h"
 
 namespace goose {
 
@@ -31,6 +34,39 @@ std::vector<double> ExpandCostCurve(const std::vector<CostSample>& samples) {
   // every smaller B too (pad the tree), so take the running minimum from the right.
   for (int b = max_nodes - 1; b >= 1; --b) cost[b] = std::min(cost[b], cost[b + 1]);
   return cost;
+}
+
+std::vector<CostSample> CorrectCostCurve(const std::vector<CostSample>& calibrated,
+                                         const std::vector<CostSample>& observed) {
+  std::vector<CostSample> out = calibrated;
+  std::sort(out.begin(), out.end(),
+            [](const CostSample& a, const CostSample& b) { return a.nodes < b.nodes; });
+  // seen[i] / ratio[i]: the observed time at out[i] and its ratio to the calibrated one (0: none).
+  std::vector<double> seen(out.size(), 0.0), ratio(out.size(), 0.0);
+  for (size_t i = 0; i < out.size(); ++i) {
+    for (const CostSample& o : observed) {
+      if (o.nodes != out[i].nodes || !(o.seconds > 0) || !(out[i].seconds > 0)) continue;
+      const double r = o.seconds / out[i].seconds;
+      if (std::isfinite(o.seconds) && std::isfinite(r) && r > 0) {
+        seen[i] = o.seconds;
+        ratio[i] = r;
+      }
+    }
+  }
+  // An unobserved size scales like the nearest observed one below it, else above it.
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (seen[i] > 0) {
+      out[i].seconds = seen[i];
+      continue;
+    }
+    double r = 0;
+    for (size_t k = 0; k < i; ++k) r = ratio[k] > 0 ? ratio[k] : r;
+    for (size_t k = i + 1; r == 0 && k < out.size(); ++k) r = ratio[k];
+    // (Absurd times, from a hand-edited cache, could overflow or underflow: then as calibrated.)
+    const double scaled = out[i].seconds * r;
+    if (r > 0 && std::isfinite(scaled) && scaled > 0) out[i].seconds = scaled;
+  }
+  return out;
 }
 
 std::vector<double> ExpectedTokens(const AcceptanceModel& m, int max_budget) {
@@ -166,10 +202,21 @@ AcceptanceModel EstimateAcceptance(const SpecStats& s, int64_t min_reached) {
 }
 
 BudgetChooser::BudgetChooser(const std::vector<CostSample>& cost, BudgetChooserOptions opt)
-    : cost_(ExpandCostCurve(cost)), opt_(opt) {
-  if (cost_.empty()) cost_ = {0.0, 1.0};  // no curve: only plain decoding is known to be safe
+    : opt_(opt) {
+  SetCost(cost);
   chosen_.assign(cost_.size(), 0);
+  interval_ = std::max(1, opt_.probe_every);
+}
+
+void BudgetChooser::SetCost(const std::vector<CostSample>& cost) {
+  const size_t old_size = cost_.size();
+  cost_ = ExpandCostCurve(cost);
+  if (cost_.empty()) cost_ = {0.0, 1.0};  // no curve: only plain decoding is known to be safe
+  // (A curve over other sizes would leave chosen_ and best_ pointing past its end.)
+  GOOSE_CHECK(old_size == 0 || cost_.size() == old_size);
   sampled_.assign(cost_.size(), cost_.size() <= 2);  // (no curve: budget 1 only)
+  samples_.clear();
+  estimated_drafted_ = -1;  // the rates change with the curve: estimate again at the next call
   for (const CostSample& c : cost) {
     if (c.nodes >= 1 && c.nodes <= max_budget() && c.seconds > 0) sampled_[c.nodes] = true;
   }
@@ -180,7 +227,6 @@ BudgetChooser::BudgetChooser(const std::vector<CostSample>& cost, BudgetChooserO
   for (int b = 2; b <= max_budget(); ++b) {
     if (sampled_[b] && cost_[b] <= opt_.probe_cost * cost_[1]) probe_budget_ = b;
   }
-  interval_ = std::max(1, opt_.probe_every);
 }
 
 int BudgetChooser::Choose(const SpecStats& stats, const BudgetHistory& history) {

@@ -51,6 +51,16 @@ namespace goose {
 // the largest measured B. Empty if `samples` is empty or holds no positive time.
 std::vector<double> ExpandCostCurve(const std::vector<CostSample>& samples);
 
+// The calibrated curve corrected by pass times measured in real use (medians per tree size):
+// a calibrated size with an observed time takes it; one without is scaled like the nearest
+// observed size below it (else above it). Same sizes as `calibrated`, sorted; observed sizes
+// the curve lacks are ignored (only calibrated sizes are chosen). Why: the calibration keeps
+// each size's fastest pass, and on a machine whose memory bandwidth is shared, small passes
+// (memory-bound) are slowed by neighbours more than big ones (compute-bound), so the fastest
+// passes made big trees look dearer than they are (docs/methods.md §5.1).
+std::vector<CostSample> CorrectCostCurve(const std::vector<CostSample>& calibrated,
+                                         const std::vector<CostSample>& observed);
+
 struct AcceptanceModel {
   std::vector<double> rank_p;        // [k], rank 0 first; probability per reached node
   std::vector<double> depth_factor;  // [d], d >= 1; missing depths use the last entry (1 if none)
@@ -92,6 +102,9 @@ struct BudgetChooserOptions {
 class BudgetChooser {
  public:
   explicit BudgetChooser(const std::vector<CostSample>& cost, BudgetChooserOptions opt = {});
+  // A new curve over the same largest size (the engine's corrected one), keeping what was
+  // learned and counted.
+  void SetCost(const std::vector<CostSample>& cost);
   // The budget of the next cycle, from the variant's statistics and budget history.
   int Choose(const SpecStats& stats, const BudgetHistory& history);
   // The cycle run at `budget` (the last Choose) built `tree_nodes` nodes and committed

@@ -128,20 +128,25 @@ std::vector<CostSample> ToCostSamples(const std::vector<VerifyCostPoint>& curve)
 
 namespace {
 
+// Points as the cache file's {"nodes", "seconds"} array.
+nlohmann::json SamplesJson(const std::vector<CostSample>& samples) {
+  nlohmann::json arr = nlohmann::json::array();
+  for (const auto& p : samples) arr.push_back({{"nodes", p.nodes}, {"seconds", p.seconds}});
+  return arr;
+}
+
 // The cache file's JSON for `curve`.
 nlohmann::json CacheJson(const nlohmann::json& key, int threads, uint64_t model_bytes,
-                         const std::vector<VerifyCostPoint>& curve, bool noisy, bool stale,
-                         int calibrations) {
+                         const std::vector<VerifyCostPoint>& curve, bool noisy, int calibrations,
+                         const std::vector<CostSample>& observed) {
   nlohmann::json j;
   j["key"] = key;
   j["threads"] = threads;
   j["model_bytes"] = model_bytes;
   j["noisy"] = noisy;
-  j["stale"] = stale;
   j["calibrations"] = calibrations;
-  nlohmann::json arr = nlohmann::json::array();
-  for (const auto& p : curve) arr.push_back({{"nodes", p.nodes}, {"seconds", p.seconds}});
-  j["curve"] = arr;
+  j["curve"] = SamplesJson(ToCostSamples(curve));
+  if (!observed.empty()) j["observed"] = SamplesJson(observed);
   return j;
 }
 
@@ -156,11 +161,12 @@ bool Noisy(const std::vector<VerifyCostPoint>& curve) {
 
 namespace {
 
-// The "curve" array of a cost file: every point {nodes: an integer in 1..kMaxTreeNodes (get<int>
-// of 1e10 is UB; BudgetChooser allocates [max nodes]^2 counters), seconds: finite and > 0}, one
-// at 1 node; made monotone. Throws nlohmann's exceptions on a wrong shape.
-StatusOr<std::vector<VerifyCostPoint>> CurvePoints(const nlohmann::json& arr) {
+// An array of points of a cost file, each {nodes: an integer in 1..kMaxTreeNodes (get<int> of
+// 1e10 is UB; BudgetChooser allocates [max nodes]^2 counters), seconds: finite and > 0}, as
+// they are. Throws nlohmann's exceptions on a wrong shape.
+StatusOr<std::vector<VerifyCostPoint>> Points(const nlohmann::json& arr) {
   std::vector<VerifyCostPoint> curve;
+  if (!arr.is_array()) return Status::Error("unreadable: not an array of points");
   for (const auto& p : arr) {
     const nlohmann::json& nodes = p.at("nodes");
     const double s = p.at("seconds").get<double>();
@@ -176,11 +182,29 @@ StatusOr<std::vector<VerifyCostPoint>> CurvePoints(const nlohmann::json& arr) {
     }
     curve.push_back({static_cast<int>(nodes.get<int64_t>()), s});
   }
+  return curve;
+}
+
+// The "curve" array of a cost file: Points, one at 1 node; made monotone.
+StatusOr<std::vector<VerifyCostPoint>> CurvePoints(const nlohmann::json& arr) {
+  GOOSE_ASSIGN_OR_RETURN(std::vector<VerifyCostPoint> curve, Points(arr));
   MakeMonotone(&curve);
   if (curve.empty() || curve.front().nodes != 1) {
     return Status::Error("unreadable: the curve does not start at 1 node");
   }
   return curve;
+}
+
+// The "observed" array of a cost file's JSON `j`; empty if absent or if any point is unreadable
+// (the curve still serves).
+std::vector<CostSample> ObservedPoints(const nlohmann::json& j) {
+  if (!j.contains("observed")) return {};
+  try {
+    auto points = Points(j.at("observed"));
+    if (points.ok()) return ToCostSamples(*points);
+  } catch (const std::exception&) {
+  }
+  return {};
 }
 
 }  // namespace
@@ -202,6 +226,8 @@ StatusOr<CachedCurve> ParseCostCache(std::string_view text, const nlohmann::json
     };
     cached.measure_again =
         (flag("noisy") || flag("stale")) && cached.calibrations < kMaxCalibrations;
+    // Pass times of real runs: any unreadable point drops them all (the curve still serves).
+    cached.observed = ObservedPoints(j);
   } catch (const std::exception& e) {
     return Status::Error("unreadable: " + EscapeForMessage(e.what(), 200));
   }
@@ -223,6 +249,7 @@ StatusOr<CostCalibration> LoadOrMeasureCost(const Model& model, const std::strin
       std::stringstream text;
       text << in.rdbuf();
       auto cached = ParseCostCache(text.str(), key);
+      if (cached.ok()) cal.observed = std::move(cached->observed);
       if (cached.ok() && !cached->measure_again) {
         cal.curve = std::move(cached->curve);
         cal.from_cache = true;
@@ -249,7 +276,7 @@ StatusOr<CostCalibration> LoadOrMeasureCost(const Model& model, const std::strin
   }
   MakeMonotone(&cal.curve);
   const nlohmann::json j = CacheJson(key, pool->size(), model.weight_bytes(), cal.curve, noisy,
-                                     false, calibrations + 1);
+                                     calibrations + 1, cal.observed);
   if (!WriteFileAtomically(cal.cache_path, j.dump(1) + "\n").ok()) {
     cal.note += (cal.note.empty() ? "" : "; ") + std::string("could not write cost cache ") +
                 cal.cache_path;
@@ -257,26 +284,39 @@ StatusOr<CostCalibration> LoadOrMeasureCost(const Model& model, const std::strin
   return cal;
 }
 
-Status CheckObservedCosts(const CostCalibration& cal, const std::vector<CostSample>& observed) {
-  std::vector<CostSample> cached = ToCostSamples(cal.curve);
-  const std::vector<double> cost = ExpandCostCurve(cached);
-  bool stale = false;
+Status RecordObservedCosts(const CostCalibration& cal, const std::vector<CostSample>& observed) {
+  const std::vector<double> cost = ExpandCostCurve(ToCostSamples(cal.curve));
+  std::vector<CostSample> seen;  // sizes the curve has, with a usable time
   for (const CostSample& o : observed) {
-    if (o.nodes >= 1 && o.nodes < static_cast<int>(cost.size()) && o.seconds > 0 &&
-        o.seconds < 0.7 * cost[o.nodes]) {
-      stale = true;
+    if (o.nodes < 1 || o.nodes >= static_cast<int>(cost.size()) || !(o.seconds > 0) ||
+        !std::isfinite(o.seconds)) {
+      continue;
     }
+    seen.push_back(o);
   }
-  if (!stale) return Status::Ok();
+  if (seen.empty()) return Status::Ok();
+  // The file as it is now (another process may have written it since this one read it).
   std::ifstream in(cal.cache_path);
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(in);
   } catch (const std::exception&) {
-    return Status::Ok();  // gone or replaced meanwhile: nothing to mark
+    return Status::Ok();  // gone or replaced meanwhile: nothing to add to
   }
   if (!j.is_object()) return Status::Ok();
-  j["stale"] = true;  // measured again next time, if kMaxCalibrations allows
+  std::vector<CostSample> kept = ObservedPoints(j);
+  for (const CostSample& o : seen) {
+    auto it = std::find_if(kept.begin(), kept.end(),
+                           [&](const CostSample& k) { return k.nodes == o.nodes; });
+    if (it == kept.end()) {
+      kept.push_back(o);
+    } else {
+      it->seconds = 0.5 * (it->seconds + o.seconds);
+    }
+  }
+  std::sort(kept.begin(), kept.end(),
+            [](const CostSample& a, const CostSample& b) { return a.nodes < b.nodes; });
+  j["observed"] = SamplesJson(kept);
   return WriteFileAtomically(cal.cache_path, j.dump(1) + "\n");
 }
 

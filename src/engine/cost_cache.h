@@ -14,10 +14,12 @@
 //   reason in `note` (a warning for the user, as is a failed write). Stored and returned curves
 //   are monotone (MakeMonotone).
 // - A busy machine must not fix a wrong curve forever. A calibration whose passes varied a lot
-//   (median / fastest > 1.25 at a third of the sizes or more) is "noisy"; a cache whose sizes
-//   real runs then passed at well under its cost (CheckObservedCosts) is "stale". Either is
-//   measured again at the next --budget auto run, up to kMaxCalibrations times in a row, each
-//   time keeping per size the fastest of the old and the new curve.
+//   (median / fastest > 1.25 at a third of the sizes or more) is "noisy" (so is a cache marked
+//   "stale" by an older goose) and measured again at the next --budget auto run, up to
+//   kMaxCalibrations times in a row, each time keeping per size the fastest of the old and the
+//   new curve. What real runs' passes took (median per size) is kept beside the curve
+//   ("observed", RecordObservedCosts) and corrects it in the next run
+//   (Engine::LearnPassCosts); an unreadable "observed" array is dropped alone.
 #pragma once
 
 #include <string>
@@ -42,6 +44,9 @@ struct CostCalibration {
   std::string cache_path;
   bool from_cache = false;
   std::string note;  // why the cache was not used or not written (a warning), else empty
+  // Median pass seconds per tree size in earlier runs on this curve (RecordObservedCosts), for
+  // Engine::LearnPassCosts; empty if none.
+  std::vector<CostSample> observed;
 };
 
 constexpr int kMaxCalibrations = 3;
@@ -51,6 +56,7 @@ struct CachedCurve {
   std::vector<VerifyCostPoint> curve;  // monotone, from 1 node
   int calibrations = 1;                // how many measurements it merges (0..kMaxCalibrations)
   bool measure_again = false;          // noisy or stale, and kMaxCalibrations not reached
+  std::vector<CostSample> observed;    // the "observed" array; empty if absent or unreadable
 };
 
 // Reads a cost cache file's text against the current `key` (LoadOrMeasureCost's check, pure, so
@@ -66,9 +72,12 @@ StatusOr<CostCalibration> LoadOrMeasureCost(const Model& model, const std::strin
                                             const VerifyCostOptions* measure = nullptr);
 
 // After a run on `cal`'s curve: `observed` holds the median pass seconds per tree size seen at
-// least a few times in the run (Engine::ObservedPassCosts). If one is under 0.7 x the cached
-// cost, the cache is marked stale (measured again next time). Ok if nothing needed writing.
-Status CheckObservedCosts(const CostCalibration& cal, const std::vector<CostSample>& observed);
+// least a few times in the run (Engine::ObservedPassCosts). They are kept in the cache file's
+// "observed" array, each size the mean of its old and new figure (so the latest runs count
+// most), for the next run's Engine::LearnPassCosts; a recalibration keeps them. Ok if nothing
+// needed writing. (Passes far below the curve used to mark it "stale", to be measured again:
+// a 10-25 s pause of some later run on a 1.5B model, where the observed times now correct it.)
+Status RecordObservedCosts(const CostCalibration& cal, const std::vector<CostSample>& observed);
 
 // The options used for a calibration of `model` (shared with the benchmark's curves).
 VerifyCostOptions CalibrationOptions(const Model& model);

@@ -132,6 +132,22 @@ std::vector<int64_t> Engine::ChosenBudgets(const SpecParams& spec) const {
   return it == choosers_.end() ? std::vector<int64_t>{} : it->second.chosen();
 }
 
+void Engine::LearnPassCosts(std::vector<CostSample> prior) {
+  learn_costs_ = true;
+  prior_costs_ = std::move(prior);
+}
+
+std::vector<CostSample> Engine::CostCurve() const {
+  if (!learn_costs_) return cost_curve_;
+  std::vector<CostSample> observed = prior_costs_;
+  for (const CostSample& o : ObservedPassCosts()) {
+    auto same = [&](const CostSample& p) { return p.nodes == o.nodes; };
+    observed.erase(std::remove_if(observed.begin(), observed.end(), same), observed.end());
+    observed.push_back(o);
+  }
+  return CorrectCostCurve(cost_curve_, observed);
+}
+
 std::vector<CostSample> Engine::ObservedPassCosts() const {
   std::vector<CostSample> out;
   for (size_t n = 1; n < pass_seconds_.size(); ++n) {
@@ -235,6 +251,7 @@ StatusOr<GenerateResult> Engine::Generate(std::span<const int32_t> prompt,
   const bool own_sizes = spec.auto_budget && MethodOf(spec).SizesOwnTrees(spec);
   if (spec.auto_budget) {
     chooser = &choosers_.try_emplace(SpecVariantKey(spec), cost_curve_).first->second;
+    if (learn_costs_) chooser->SetCost(CostCurve());
   }
   Sampler sampler(params.sampling);
   const Tokenizer& tok = model_.tokenizer();
@@ -306,6 +323,9 @@ StatusOr<GenerateResult> Engine::Generate(std::span<const int32_t> prompt,
       pass_seconds = Seconds(t_pass);
       RecordPass(tree.size(), pass_seconds);
     }
+    // Every few passes the curve follows what the passes take (cheap: medians of <= 64 times).
+    constexpr size_t kCostUpdateEvery = 16;
+    if (chooser && learn_costs_ && passes_ % kCostUpdateEvery == 0) chooser->SetCost(CostCurve());
     // ... the verifier accepts, sampling each visited node at its own position ...
     auto target = [&](int node) {
       return sampler.Sample(ctx_->logits(node), n_vocab, n_past + tree.depth[node] + 1);

@@ -115,8 +115,16 @@ class Engine {
   void SetCostCurve(const std::vector<CostSample>& curve);
   // The budgets auto chose for `spec` so far in this engine (index = budget; empty if none).
   std::vector<int64_t> ChosenBudgets(const SpecParams& spec) const;
+  // --budget auto on this machine's curve: the choosers' curve is the set one corrected by
+  // what this engine's passes take (CorrectCostCurve, engine/budget_chooser.h), per size from
+  // ObservedPassCosts once it has the size, else from `prior` (medians of earlier runs,
+  // engine/cost_cache.h keeps them). Not for a curve of another machine or model (`goose bench
+  // --cost-model`), about which this machine's passes say nothing.
+  void LearnPassCosts(std::vector<CostSample> prior);
+  // The curve --budget auto chooses on now: the set one, corrected as above if learning.
+  std::vector<CostSample> CostCurve() const;
   // The median seconds of this engine's tree passes per size, for the sizes passed at least
-  // 8 times (to check a cached cost curve against, engine/cost_cache.h CheckObservedCosts).
+  // 8 times (kept in the cost cache for the next run, engine/cost_cache.h RecordObservedCosts).
   std::vector<CostSample> ObservedPassCosts() const;
 
   const Model& model() const { return model_; }
@@ -157,6 +165,8 @@ class Engine {
   // Variants that do not keep their tables, by LearnedKey.
   std::map<std::string, std::pair<SpecParams, std::unique_ptr<Learned>>> private_;
   std::vector<CostSample> cost_curve_;
+  bool learn_costs_ = false;             // LearnPassCosts
+  std::vector<CostSample> prior_costs_;  // LearnPassCosts' prior
   std::vector<std::vector<float>> pass_seconds_;  // [tree size]: recent decode pass times
   size_t passes_ = 0;
   std::map<std::string, BudgetChooser> choosers_;  // --budget auto, by SpecVariantKey

@@ -226,7 +226,10 @@ void Server::Impl::Load() {
   for (int i = 0; i < opts.n_parallel; ++i) {
     l.engines.push_back(std::make_unique<Engine>(model, l.n_ctx, l.pool.get(), l.learned));
     l.engines.back()->set_pool_mutex(&l.pool_mu);
-    if (!l.cost.empty()) l.engines.back()->SetCostCurve(l.cost);
+    if (!l.cost.empty()) {
+      l.engines.back()->SetCostCurve(l.cost);
+      l.engines.back()->LearnPassCosts(l.calibration.observed);
+    }
     if (l.draft) {
       if (Status st = l.engines.back()->SetDraftModel(*l.draft); !st.ok()) {
         return SetPhase(kFailed, Status::Error("draft model '" + opts.draft_model_path +
@@ -273,10 +276,10 @@ void Server::Impl::SaveLearned() {
   // colder, that is all.
   for (const std::unique_ptr<Engine>& engine : l.engines) (void)engine->SaveLearned();
   PrintCacheWarnings();
-  // Passes much faster than the cached curve says: it was measured on a busy machine.
+  // What the passes took, for the next run's curve (engine/cost_cache.h).
   if (!l.cost.empty()) {
     for (const std::unique_ptr<Engine>& engine : l.engines) {
-      (void)CheckObservedCosts(l.calibration, engine->ObservedPassCosts());
+      (void)RecordObservedCosts(l.calibration, engine->ObservedPassCosts());
     }
   }
 }

@@ -28,6 +28,22 @@ TEST(ExpandCostCurve, InterpolatesAndIsNonDecreasing) {
   EXPECT_TRUE(ExpandCostCurve({}).empty());
 }
 
+TEST(CorrectCostCurve, ObservedSizesReplaceAndOthersScaleLikeTheirNeighbour) {
+  const std::vector<CostSample> cal = {{16, 27.0}, {1, 10.0}, {2, 11.0}, {4, 12.0}, {8, 17.0}};
+  // 2 observed 1.2x its calibration, 8 as calibrated; 5 is not a calibrated size (ignored).
+  const std::vector<CostSample> c = CorrectCostCurve(cal, {{2, 13.2}, {8, 17.0}, {5, 99.0}});
+  ASSERT_EQ(c.size(), 5u);
+  const double want[][2] = {{1, 12.0}, {2, 13.2}, {4, 14.4}, {8, 17.0}, {16, 27.0}};
+  for (size_t i = 0; i < c.size(); ++i) {
+    EXPECT_EQ(c[i].nodes, want[i][0]);
+    EXPECT_NEAR(c[i].seconds, want[i][1], 1e-12) << c[i].nodes;
+  }
+  // Nothing observed: the calibration as it is (sorted).
+  const std::vector<CostSample> same = CorrectCostCurve(cal, {});
+  const double cal_sorted[] = {10.0, 11.0, 12.0, 17.0, 27.0};
+  for (size_t i = 0; i < same.size(); ++i) EXPECT_EQ(same[i].seconds, cal_sorted[i]);
+}
+
 TEST(ExpectedTokens, ChainIsGeometric) {
   AcceptanceModel m;
   m.rank_p = {0.5};
@@ -201,6 +217,22 @@ TEST(BudgetChooser, UsesTreesWhenTheyPay) {
   // A chain with p ~ 0.7 on a flat curve up to 16.
   EXPECT_EQ(choose.Choose(Drafted(1000, 700), BudgetHistory{}), 16);
   EXPECT_EQ(choose.chosen()[16], 1);
+}
+
+// The calibration keeps each size's fastest pass; where real passes of 8 nodes cost about what
+// 4 do, the corrected curve moves the choice from 4 to 8, keeping the chooser's counts.
+TEST(BudgetChooser, ACorrectedCurveMovesTheChoice) {
+  const std::vector<CostSample> steep = {{1, 1.0}, {4, 1.05}, {8, 1.6}, {16, 2.6}};
+  BudgetChooser choose(steep);
+  const SpecStats h = Drafted(1000, 700);  // a chain accepted with p ~ 0.7
+  EXPECT_EQ(choose.Choose(h, BudgetHistory{}), 4);
+  choose.SetCost(CorrectCostCurve(steep, {{1, 1.3}, {4, 1.3}, {8, 1.35}}));
+  EXPECT_NEAR(choose.cost()[8], 1.35, 1e-12);
+  EXPECT_NEAR(choose.cost()[16], 2.6 * 1.35 / 1.6, 1e-12);
+  EXPECT_EQ(choose.samples().size(), 4u);
+  EXPECT_EQ(choose.Choose(h, BudgetHistory{}), 8);
+  EXPECT_EQ(choose.chosen()[4], 1);
+  EXPECT_EQ(choose.chosen()[8], 1);
 }
 
 // Statistics that promise more than the cycles deliver: the per-rank counts keep saying 70% of

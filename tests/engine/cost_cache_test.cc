@@ -255,21 +255,73 @@ TEST_F(CostCacheTest, NoisyOrStaleCurvesAreMeasuredAgainAndMerged) {
   }
   EXPECT_EQ(ReadCache(first->cache_path)["calibrations"], kMaxCalibrations);
 
-  // Stale: a run whose 4-node passes took a third of the cached cost marks the cache.
+  // Passes far below the curve no longer mark it for measuring again (their times correct it);
+  // a cache marked "stale" by an older goose still is measured again.
   j = ReadCache(first->cache_path);
   j["noisy"] = false;
   j["calibrations"] = 1;
   WriteCache(first->cache_path, j);
   auto quiet = Load();
   ASSERT_TRUE(quiet.ok() && quiet->from_cache);
-  ASSERT_TRUE(CheckObservedCosts(*quiet, {{4, quiet->curve[1].seconds * 0.9}}).ok());
-  EXPECT_FALSE(ReadCache(first->cache_path).value("stale", false)) << "0.9x is not stale";
-  ASSERT_TRUE(CheckObservedCosts(*quiet, {{4, quiet->curve[1].seconds / 3}}).ok());
-  EXPECT_TRUE(ReadCache(first->cache_path).value("stale", false));
+  ASSERT_TRUE(RecordObservedCosts(*quiet, {{4, quiet->curve[1].seconds * 0.9}}).ok());
+  ASSERT_TRUE(RecordObservedCosts(*quiet, {{4, quiet->curve[1].seconds / 3}}).ok());
+  EXPECT_FALSE(ReadCache(first->cache_path).value("stale", false));
+  auto still = Load();
+  ASSERT_TRUE(still.ok());
+  EXPECT_TRUE(still->from_cache);
+  j = ReadCache(first->cache_path);
+  j["stale"] = true;
+  WriteCache(first->cache_path, j);
   auto remeasured = Load();
   ASSERT_TRUE(remeasured.ok());
   EXPECT_FALSE(remeasured->from_cache);
-  EXPECT_FALSE(ReadCache(first->cache_path).value("stale", true));
+  EXPECT_FALSE(ReadCache(first->cache_path).value("stale", false));
+  // The observed pass times survive the recalibration.
+  ASSERT_EQ(remeasured->observed.size(), 1u);
+  EXPECT_NEAR(remeasured->observed[0].seconds, quiet->curve[1].seconds * (0.9 + 1.0 / 3) / 2,
+              1e-15);
+}
+
+// What real runs' passes took is kept for the next run: each size the mean of its old and new
+// median; sizes the curve lacks and unusable times are dropped; an unreadable "observed" array
+// costs only itself.
+TEST_F(CostCacheTest, ObservedPassTimesAreKeptAndMerged) {
+  auto cal = LoadQuiet();
+  ASSERT_TRUE(cal.ok()) << cal.status().message();
+  EXPECT_TRUE(cal->observed.empty());
+  const int n1 = cal->curve[0].nodes, n2 = cal->curve[1].nodes;
+  const double c2 = cal->curve[1].seconds;
+  ASSERT_TRUE(RecordObservedCosts(*cal, {{n2, 2 * c2}, {n1, 3 * c2}, {129, 1.0}, {n1 + 1000, 1.0},
+                                         {n2 + 1, -1.0}}).ok());
+  auto next = Load();
+  ASSERT_TRUE(next.ok());
+  EXPECT_TRUE(next->from_cache);
+  ASSERT_EQ(next->observed.size(), 2u);
+  EXPECT_EQ(next->observed[0].nodes, n1);
+  EXPECT_DOUBLE_EQ(next->observed[0].seconds, 3 * c2);
+  EXPECT_EQ(next->observed[1].nodes, n2);
+  EXPECT_DOUBLE_EQ(next->observed[1].seconds, 2 * c2);
+  ASSERT_TRUE(RecordObservedCosts(*next, {{n2, 4 * c2}}).ok());
+  auto third = Load();
+  ASSERT_TRUE(third.ok());
+  ASSERT_EQ(third->observed.size(), 2u);
+  EXPECT_DOUBLE_EQ(third->observed[1].seconds, 3 * c2);  // (2 + 4) / 2
+  EXPECT_FALSE(ReadCache(third->cache_path).value("stale", false));
+
+  for (const json& bad : {json("x"), json::array({{{"nodes", "1"}, {"seconds", 1.0}}}),
+                          json::array({{{"nodes", 1}, {"seconds", -1.0}}}), json::array({7})}) {
+    json j = ReadCache(third->cache_path);
+    j["observed"] = bad;
+    WriteCache(third->cache_path, j);
+    auto r = Load();
+    ASSERT_TRUE(r.ok()) << bad.dump();
+    EXPECT_TRUE(r->from_cache) << bad.dump();
+    EXPECT_TRUE(r->observed.empty()) << bad.dump();
+    ASSERT_EQ(r->curve.size(), third->curve.size());
+    // The next record starts the array afresh.
+    ASSERT_TRUE(RecordObservedCosts(*r, {{n1, c2}}).ok());
+    EXPECT_EQ(ReadCache(r->cache_path)["observed"].size(), 1u) << bad.dump();
+  }
 }
 
 }  // namespace

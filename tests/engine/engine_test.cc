@@ -57,6 +57,47 @@ TEST(Engine, SpeculativeCommitsAreCutToNPredictAndStatsAddUp) {
   }
 }
 
+// --budget auto learning from its own passes (docs/methods.md §5.1): the curve starts from the
+// prior of earlier runs, then each size the engine has passed 8 times takes its median, and the
+// output is plain decoding's whatever the curve says.
+TEST(Engine, AutoCurveFollowsTheTimedPasses) {
+  ThreadPool pool(1);
+  Engine plain(Tiny(), 512, &pool);
+  Engine e(Tiny(), 512, &pool);
+  const std::vector<CostSample> cal = {{1, 1e-4}, {2, 1.1e-4}, {4, 1.2e-4}, {8, 2e-4}};
+  e.SetCostCurve(cal);
+  EXPECT_EQ(e.CostCurve()[2].seconds, 1.2e-4) << "not learning: the curve as set";
+  e.LearnPassCosts({{4, 2.4e-4}, {3, 1.0}});
+  std::vector<CostSample> c = e.CostCurve();
+  ASSERT_EQ(c.size(), 4u);
+  EXPECT_NEAR(c[2].seconds, 2.4e-4, 1e-18);  // the prior
+  EXPECT_NEAR(c[3].seconds, 4e-4, 1e-18);    // scaled like 4
+  EXPECT_NEAR(c[0].seconds, 2e-4, 1e-18);    // no size below 4 observed: scaled like 4
+  GenerateParams p;
+  p.n_predict = 96;
+  p.ignore_eos = true;
+  const std::vector<int32_t> prompt = Prompt("Once upon a time, there was a little dog.");
+  auto want = plain.Generate(prompt, p);
+  p.spec = Spec("goose");
+  p.spec.auto_budget = true;
+  auto r = e.Generate(prompt, p);
+  ASSERT_TRUE(want.ok() && r.ok());
+  EXPECT_EQ(r->tokens, want->tokens);
+  const std::vector<CostSample> observed = e.ObservedPassCosts();
+  ASSERT_FALSE(observed.empty()) << "96 tokens pass some size 8 times";
+  c = e.CostCurve();
+  int matched = 0;
+  for (const CostSample& o : observed) {
+    for (const CostSample& k : c) {
+      if (k.nodes == o.nodes) {
+        EXPECT_EQ(k.seconds, o.seconds) << o.nodes;
+        ++matched;
+      }
+    }
+  }
+  EXPECT_GE(matched, 1);
+}
+
 TEST(Engine, StopsAtEndOfSequenceUnlessIgnored) {
   ThreadPool pool(1);
   Engine e(Tiny(), 512, &pool);
