@@ -285,10 +285,11 @@ StatusOr<CostCalibration> LoadOrMeasureCost(const Model& model, const std::strin
 }
 
 Status RecordObservedCosts(const CostCalibration& cal, const std::vector<CostSample>& observed) {
-  const std::vector<double> cost = ExpandCostCurve(ToCostSamples(cal.curve));
+  // (The curve is sorted by nodes: MakeMonotone.)
+  const int max_nodes = cal.curve.empty() ? 0 : cal.curve.back().nodes;
   std::vector<CostSample> seen;  // sizes the curve has, with a usable time
   for (const CostSample& o : observed) {
-    if (o.nodes < 1 || o.nodes >= static_cast<int>(cost.size()) || !(o.seconds > 0) ||
+    if (o.nodes < 1 || o.nodes > max_nodes || !(o.seconds > 0) ||
         !std::isfinite(o.seconds)) {
       continue;
     }
