@@ -72,6 +72,27 @@ struct Q45TileView {
 
 TileView OfTile(const Tile& t) { return {t.q.data(), t.d.data()}; }
 
+// Independent dpbusd accumulators per token for a group of NT tokens: a dpbusd waits for the
+// previous one on its accumulator (~5 cycles), so one or two tokens alone would leave the unit
+// idle most of the time (measured on Zen 4, 0.44B Q8_0, 2 threads: the 5th token of a pass
+// cost 9.7 ms, as much as the other four). The integer sums are exact, so splitting them over
+// chains (k mod kChains) and adding the chains gives the same integers, hence the same bits.
+template <int NT>
+constexpr int kChains = NT == 1 ? 4 : NT < 4 ? 2 : 1;
+template <int NT>
+inline void JoinChains(__m512i (&s)[kChains<NT>][NT]) {
+#pragma GCC unroll 4
+  for (int c = 1; c < kChains<NT>; ++c) {
+#pragma GCC unroll 8
+    for (int j = 0; j < NT; ++j) s[0][j] = _mm512_add_epi32(s[0][j], s[c][j]);
+  }
+}
+
+inline void PrefetchBlock(bool to_l1, const uint8_t* pf, int64_t lo, int64_t hi) {
+  if (to_l1) return qmm::PrefetchRange<true>(pf, lo, hi);
+  qmm::PrefetchRange<false>(pf, lo, hi);
+}
+
 // Blocks of 32, one tile for NT tokens (nr of its rows to out).
 template <int NT, class Blocks32>
 void KernelBlocks32T(const Blocks32& t, const Fmt& f, int cols, const Act& a, int tok0,
@@ -83,24 +104,31 @@ void KernelBlocks32T(const Blocks32& t, const Fmt& f, int cols, const Act& a, in
 #pragma GCC unroll 8
   for (int j = 0; j < NT; ++j) acc[j] = _mm512_setzero_ps();
   for (int b = 0; b < nsb; ++b) {
-    // (One token: the next tile into L1, as the direct kernels do. Measured on Q4_K tiles,
-    // 8192x2048 from DRAM, 2 threads: 0.158 ms against 0.275 into L2.)
-    if (pf != nullptr) qmm::PrefetchRange<NT == 1>(pf, b * pf_step, (b + 1) * pf_step);
-    __m512i s[NT];
+    // (A one-token pass (NT 1 from token 0): the next tile into L1, as the direct kernels do.
+    // Measured on Q4_K tiles, 8192x2048 from DRAM, 2 threads: 0.158 ms against 0.275 into L2.
+    // Not for a last token after a group of 4 or 8: there it cost a 5-token pass, 0.44B Q8_0,
+    // 27 ms against 21.5 into L2.)
+    if (pf != nullptr) PrefetchBlock(NT == 1 && tok0 == 0, pf, b * pf_step, (b + 1) * pf_step);
+    __m512i s[kChains<NT>][NT];
 #pragma GCC unroll 8
-    for (int j = 0; j < NT; ++j) s[j] = _mm512_setzero_si512();
+    for (int j = 0; j < NT; ++j) {
+#pragma GCC unroll 4
+      for (int c = 0; c < kChains<NT>; ++c) s[c][j] = _mm512_setzero_si512();
+    }
 #pragma GCC unroll 8
     for (int k = 0; k < 8; ++k) {
       const __m512i wv = t.Levels(b, k);
+      auto& sk = s[k % kChains<NT>];
 #pragma GCC unroll 8
       for (int j = 0; j < NT; ++j) {
-        s[j] = _mm512_dpbusd_epi32(s[j], wv, _mm512_set1_epi32(Load32(xq[j] + b * 32 + 4 * k)));
+        sk[j] = _mm512_dpbusd_epi32(sk[j], wv, _mm512_set1_epi32(Load32(xq[j] + b * 32 + 4 * k)));
       }
     }
+    JoinChains<NT>(s);
     const __m512 dv = t.Scales(b);
 #pragma GCC unroll 8
     for (int j = 0; j < NT; ++j) {
-      const __m512i i = _mm512_sub_epi32(s[j], _mm512_set1_epi32(f.offset * bs[j][b]));
+      const __m512i i = _mm512_sub_epi32(s[0][j], _mm512_set1_epi32(f.offset * bs[j][b]));
       const __m512 dd = _mm512_mul_ps(dv, _mm512_set1_ps(dx[j][b]));
       acc[j] = _mm512_add_ps(acc[j], _mm512_mul_ps(dd, _mm512_cvtepi32_ps(i)));
     }
@@ -161,8 +189,8 @@ void KernelSuperBlocksT(const KTile& t, const Fmt& f, int cols, const Act& a, in
   constexpr int kpg = G / 4;
   const __m512i lo16 = _mm512_set1_epi32(0xFFFF);
   for (int b = 0; b < nsb; ++b) {
-    // (One token: into L1, as in KernelBlocks32T.)
-    if (pf != nullptr) qmm::PrefetchRange<NT == 1>(pf, b * pf_step, (b + 1) * pf_step);
+    // (A one-token pass: into L1, as in KernelBlocks32T.)
+    if (pf != nullptr) PrefetchBlock(NT == 1 && tok0 == 0, pf, b * pf_step, (b + 1) * pf_step);
     __m512i i1[NT], i2[NT];
 #pragma GCC unroll 8
     for (int j = 0; j < NT; ++j) i1[j] = i2[j] = _mm512_setzero_si512();
@@ -179,21 +207,28 @@ void KernelSuperBlocksT(const KTile& t, const Fmt& f, int cols, const Act& a, in
     }
     for (int gg = 0; gg < gpb; ++gg) {
       const int g = b * gpb + gg;
-      __m512i s[NT];
+      __m512i s[kChains<NT>][NT];
 #pragma GCC unroll 8
-      for (int j = 0; j < NT; ++j) s[j] = _mm512_setzero_si512();
+      for (int j = 0; j < NT; ++j) {
+#pragma GCC unroll 4
+        for (int c = 0; c < kChains<NT>; ++c) s[c][j] = _mm512_setzero_si512();
+      }
 #pragma GCC unroll 8
       for (int k = 0; k < kpg; ++k) {
         const __m512i wv = t.Levels(g, k);
+        auto& sk = s[k % kChains<NT>];
 #pragma GCC unroll 8
         for (int j = 0; j < NT; ++j) {
-          s[j] =
-              _mm512_dpbusd_epi32(s[j], wv, _mm512_set1_epi32(Load32(xq[j] + g * G + 4 * k)));
+          sk[j] =
+              _mm512_dpbusd_epi32(sk[j], wv, _mm512_set1_epi32(Load32(xq[j] + g * G + 4 * k)));
         }
       }
+      JoinChains<NT>(s);
       const __m512i scv = t.Sc(g);
 #pragma GCC unroll 8
-      for (int j = 0; j < NT; ++j) i1[j] = _mm512_add_epi32(i1[j], _mm512_mullo_epi32(scv, s[j]));
+      for (int j = 0; j < NT; ++j) {
+        i1[j] = _mm512_add_epi32(i1[j], _mm512_mullo_epi32(scv, s[0][j]));
+      }
     }
     const __m512 dv = t.D(b), mv = t.Dmin(b);
 #pragma GCC unroll 8
@@ -504,27 +539,33 @@ void KernelAvx512Pair(const Blocks32& t0, const Blocks32& t1, const Fmt& f, int 
   for (int j = 0; j < NT; ++j) acc[0][j] = acc[1][j] = _mm512_setzero_ps();
   for (int b = 0; b < nsb; ++b) {
     if (pf != nullptr) qmm::PrefetchRange<false>(pf, b * pf_step, (b + 1) * pf_step);
-    __m512i s[2][NT];
+    __m512i s0[kChains<NT>][NT], s1[kChains<NT>][NT];
 #pragma GCC unroll 8
-    for (int j = 0; j < NT; ++j) s[0][j] = s[1][j] = _mm512_setzero_si512();
+    for (int j = 0; j < NT; ++j) {
+#pragma GCC unroll 4
+      for (int c = 0; c < kChains<NT>; ++c) s0[c][j] = s1[c][j] = _mm512_setzero_si512();
+    }
 #pragma GCC unroll 8
     for (int k = 0; k < 8; ++k) {
       const __m512i w0 = t0.Levels(b, k), w1 = t1.Levels(b, k);
+      auto &s0k = s0[k % kChains<NT>], &s1k = s1[k % kChains<NT>];
 #pragma GCC unroll 8
       for (int j = 0; j < NT; ++j) {
         const __m512i xv = _mm512_set1_epi32(Load32(xq + j * cols + b * 32 + 4 * k));
-        s[0][j] = _mm512_dpbusd_epi32(s[0][j], w0, xv);
-        s[1][j] = _mm512_dpbusd_epi32(s[1][j], w1, xv);
+        s0k[j] = _mm512_dpbusd_epi32(s0k[j], w0, xv);
+        s1k[j] = _mm512_dpbusd_epi32(s1k[j], w1, xv);
       }
     }
+    JoinChains<NT>(s0);
+    JoinChains<NT>(s1);
     const __m512 d0 = t0.Scales(b), d1 = t1.Scales(b);
 #pragma GCC unroll 8
     for (int j = 0; j < NT; ++j) {
       const __m512i o = _mm512_set1_epi32(f.offset * bs[j * nsb + b]);
       const __m512 x = _mm512_set1_ps(dx[j * nsb + b]);
       const __m512 dd0 = _mm512_mul_ps(d0, x), dd1 = _mm512_mul_ps(d1, x);
-      const __m512 f0 = _mm512_cvtepi32_ps(_mm512_sub_epi32(s[0][j], o));
-      const __m512 f1 = _mm512_cvtepi32_ps(_mm512_sub_epi32(s[1][j], o));
+      const __m512 f0 = _mm512_cvtepi32_ps(_mm512_sub_epi32(s0[0][j], o));
+      const __m512 f1 = _mm512_cvtepi32_ps(_mm512_sub_epi32(s1[0][j], o));
       acc[0][j] = _mm512_add_ps(acc[0][j], _mm512_mul_ps(dd0, f0));
       acc[1][j] = _mm512_add_ps(acc[1][j], _mm512_mul_ps(dd1, f1));
     }
@@ -549,20 +590,21 @@ struct GroupPrefetch {
   }
 };
 
-// Two full tiles of blocks of 32 for every token: KernelAvx512Pair on 4 tokens at a time, the
-// rest one token per tile. pf / pf_bytes: the rows after both tiles, prefetched meanwhile.
+// Two full tiles of blocks of 32 for every token: KernelAvx512Pair on 4 tokens at a time, then
+// on the last 1-3 together. pf / pf_bytes: the rows after both tiles, prefetched meanwhile.
 template <class Blocks32>
 void KernelAvx512Pairs(const Blocks32& t0, const Blocks32& t1, const Fmt& f, int cols,
                        const Act& a, int n_tok, float* out, int64_t out_stride, const uint8_t* pf,
                        int64_t pf_bytes) {
-  const GroupPrefetch gp(pf, pf_bytes, n_tok / 4 + n_tok % 4, cols / 32);
+  const GroupPrefetch gp(pf, pf_bytes, n_tok / 4 + (n_tok % 4 != 0), cols / 32);
   int tok = 0, g = 0;
   for (; tok + 4 <= n_tok; tok += 4, ++g) {
     KernelAvx512Pair<4>(t0, t1, f, cols, a, tok, out, out_stride, gp.At(g), gp.step);
   }
-  for (; tok < n_tok; ++tok, ++g) {
-    KernelBlocks32T<1>(t0, f, cols, a, tok, out, out_stride, 16, gp.At(g), gp.step);
-    KernelBlocks32T<1>(t1, f, cols, a, tok, out + 16, out_stride, 16, nullptr, 0);
+  switch (n_tok - tok) {  // the last 1-3 tokens in one group
+    case 3: KernelAvx512Pair<3>(t0, t1, f, cols, a, tok, out, out_stride, gp.At(g), gp.step); break;
+    case 2: KernelAvx512Pair<2>(t0, t1, f, cols, a, tok, out, out_stride, gp.At(g), gp.step); break;
+    case 1: KernelAvx512Pair<1>(t0, t1, f, cols, a, tok, out, out_stride, gp.At(g), gp.step); break;
   }
 }
 
@@ -570,7 +612,7 @@ void KernelAvx512Pairs(const Blocks32& t0, const Blocks32& t1, const Fmt& f, int
 // share each weight vector load and keep 8 independent dpbusd chains in flight.
 template <class Kernel>
 void RunTokenGroups(int n_tok, int nsb, const uint8_t* pf, int64_t pf_bytes, Kernel kernel) {
-  const GroupPrefetch gp(pf, pf_bytes, n_tok / 8 + n_tok % 8 / 4 + n_tok % 4, nsb);
+  const GroupPrefetch gp(pf, pf_bytes, n_tok / 8 + n_tok % 8 / 4 + (n_tok % 4 != 0), nsb);
   int tok = 0, g = 0;
   auto run = [&]<int NT>() {
     kernel.template operator()<NT>(tok, gp.At(g++), gp.step);
@@ -578,7 +620,12 @@ void RunTokenGroups(int n_tok, int nsb, const uint8_t* pf, int64_t pf_bytes, Ker
   };
   while (tok + 8 <= n_tok) run.template operator()<8>();
   while (tok + 4 <= n_tok) run.template operator()<4>();
-  while (tok < n_tok) run.template operator()<1>();
+  // The last 1-3 tokens in one group: one tile read for them all.
+  switch (n_tok - tok) {
+    case 3: run.template operator()<3>(); break;
+    case 2: run.template operator()<2>(); break;
+    case 1: run.template operator()<1>(); break;
+  }
 }
 
 template <class Blocks32>
