@@ -55,11 +55,11 @@ std::vector<double> ExpandCostCurve(const std::vector<CostSample>& samples);
 // a calibrated size with an observed time takes it; one without is scaled like the nearest
 // observed size below it but never above its calibrated time (optimistic, so that a size
 // nobody ran yet is tried and then known), or with no observed size below, like the nearest
-// one above. Same sizes as `calibrated`, sorted; observed sizes the curve lacks are ignored
-// (only calibrated sizes are chosen). Why: the calibration keeps each size's fastest pass, and
-// on a machine whose memory bandwidth is shared, small passes (memory-bound) are slowed by
-// neighbours more than big ones (compute-bound), so the fastest passes made big trees look
-// dearer than they are (docs/methods.md §5.1).
+// one above; then made non-decreasing (each size at most any larger size's time). Same sizes
+// as `calibrated`, sorted; observed sizes the curve lacks are ignored (only calibrated sizes are
+// chosen). Why: a calibration is a few passes at one moment, and on a machine whose memory
+// bandwidth is shared, small passes (memory-bound) are slowed by neighbours more than big ones
+// (compute-bound) (docs/methods.md §5.1).
 std::vector<CostSample> CorrectCostCurve(const std::vector<CostSample>& calibrated,
                                          const std::vector<CostSample>& observed);
 

@@ -115,8 +115,7 @@ VerifyCostOptions CalibrationOptions(const Model& model) {
 StatusOr<std::vector<VerifyCostPoint>> MeasureCostModelCurve(const Model& model, ThreadPool* pool) {
   GOOSE_ASSIGN_OR_RETURN(std::vector<VerifyCostPoint> curve,
                          MeasureVerifyCost(model, pool, CalibrationOptions(model)));
-  for (VerifyCostPoint& p : curve) p.seconds = p.min_seconds;
-  MakeMonotone(&curve);
+  MakeMonotone(&curve);  // the medians: see verify_cost.h
   return curve;
 }
 
@@ -268,8 +267,7 @@ StatusOr<CostCalibration> LoadOrMeasureCost(const Model& model, const std::strin
   const VerifyCostOptions options = measure ? *measure : CalibrationOptions(model);
   GOOSE_ASSIGN_OR_RETURN(cal.curve, MeasureVerifyCost(model, pool, options));
   const bool noisy = Noisy(cal.curve);
-  for (VerifyCostPoint& p : cal.curve) {
-    p.seconds = p.min_seconds;  // see verify_cost.h
+  for (VerifyCostPoint& p : cal.curve) {  // the medians: see verify_cost.h
     for (const VerifyCostPoint& q : previous) {
       if (q.nodes == p.nodes) p.seconds = std::min(p.seconds, q.seconds);
     }

@@ -9,14 +9,14 @@
 //   the goose build (size and modification time of the running binary). Stored in the file.
 // - LoadOrMeasureCost(): uses the cache if it parses, its key equals the current key and
 //   !recalibrate; otherwise measures (MeasureVerifyCost with CalibrationOptions: nodes 1..128,
-//   7 interleaved rounds, the fastest pass per size, prefix min(256, context - 130)) and
+//   7 interleaved rounds, the median pass per size, prefix min(256, context - 130)) and
 //   rewrites the cache. A corrupt or mismatching cache is re-measured, never trusted, with the
 //   reason in `note` (a warning for the user, as is a failed write). Stored and returned curves
 //   are monotone (MakeMonotone).
 // - A busy machine must not fix a wrong curve forever. A calibration whose passes varied a lot
 //   (median / fastest > 1.25 at a third of the sizes or more) is "noisy" (so is a cache marked
 //   "stale" by an older goose) and measured again at the next --budget auto run, up to
-//   kMaxCalibrations times in a row, each time keeping per size the fastest of the old and the
+//   kMaxCalibrations times in a row, each time keeping per size the faster of the old and the
 //   new curve. What real runs' passes took (median per size) is kept beside the curve
 //   ("observed", RecordObservedCosts) and corrects it in the next run
 //   (Engine::LearnPassCosts); an unreadable "observed" array is dropped alone.

@@ -3,8 +3,10 @@
 // and what `goose bench-verify` and the benchmark's cost model report.
 // Every size is timed once per round over `reps` rounds (after a warm-up round), sizes
 // interleaved so that load from other processes hits them alike; each point keeps the median
-// and the minimum. The calibration for --budget auto uses the minimum: on a busy machine it
-// stays close to the quiet cost, where the median is inflated unevenly across sizes.
+// and the minimum. The calibration for --budget auto uses the median: the minimum is biased by
+// size on a machine whose memory bandwidth is shared, since a small (memory-bound) pass gains
+// far more from a quiet moment than a big (compute-bound) one (1.5B-cost model: fastest passes
+// c(8)/c(4) = 1.36, medians 1.06, real runs' medians 0.9-1.1).
 #pragma once
 
 #include <cstdint>

@@ -31,10 +31,11 @@ TEST(ExpandCostCurve, InterpolatesAndIsNonDecreasing) {
 TEST(CorrectCostCurve, ObservedSizesReplaceAndOthersScaleLikeTheirNeighbour) {
   const std::vector<CostSample> cal = {{16, 27.0}, {1, 10.0}, {2, 11.0}, {4, 12.0}, {8, 17.0}};
   // 2 observed 1.2x its calibration, 8 as calibrated; 5 is not a calibrated size (ignored).
-  // 1 scales like 2 (none below); 4 like 2 but not above its calibration; 16 like 8.
+  // 1 scales like 2 (none below); 4 like 2 but not above its calibration; 16 like 8; then 2
+  // no dearer than 4.
   std::vector<CostSample> c = CorrectCostCurve(cal, {{2, 13.2}, {8, 17.0}, {5, 99.0}});
   ASSERT_EQ(c.size(), 5u);
-  const double want[][2] = {{1, 12.0}, {2, 13.2}, {4, 12.0}, {8, 17.0}, {16, 27.0}};
+  const double want[][2] = {{1, 12.0}, {2, 12.0}, {4, 12.0}, {8, 17.0}, {16, 27.0}};
   for (size_t i = 0; i < c.size(); ++i) {
     EXPECT_EQ(c[i].nodes, want[i][0]);
     EXPECT_NEAR(c[i].seconds, want[i][1], 1e-12) << c[i].nodes;
@@ -44,6 +45,13 @@ TEST(CorrectCostCurve, ObservedSizesReplaceAndOthersScaleLikeTheirNeighbour) {
   EXPECT_NEAR(c[0].seconds, 5.0, 1e-12);
   EXPECT_NEAR(c[2].seconds, 6.0, 1e-12);
   EXPECT_NEAR(c[4].seconds, 13.5, 1e-12);
+  // Noisy medians that say 4 nodes cost more than 8 (seen on the 1.5B-cost model): 4 (and 2,
+  // 1 with it) no dearer than 8, so a tree is never cut to 4 for a cost 8 does not have.
+  const std::vector<CostSample> cal_1b = {{1, 32.7}, {2, 32.7}, {4, 32.7}, {8, 44.5}, {12, 54.6}};
+  c = CorrectCostCurve(cal_1b, {{1, 40.3}, {2, 40.6}, {4, 47.1}, {8, 42.3}});
+  const double noisy[] = {40.3, 40.6, 42.3, 42.3, 54.6 * 42.3 / 44.5};
+  ASSERT_EQ(c.size(), 5u);
+  for (size_t i = 0; i < c.size(); ++i) EXPECT_NEAR(c[i].seconds, noisy[i], 1e-9) << c[i].nodes;
   // Nothing observed: the calibration as it is (sorted).
   const std::vector<CostSample> same = CorrectCostCurve(cal, {});
   const double cal_sorted[] = {10.0, 11.0, 12.0, 17.0, 27.0};
