@@ -78,7 +78,15 @@ DraftTree BuildBestFirstTree(int32_t anchor, int32_t anchor_prev, std::span<cons
 
   // Sizing by cost: the best size so far and its rate (see BestFirstParams::cost).
   const std::vector<CostSample>* cost = params.cost;
-  const double scale = params.value_scale;
+  // scale_sum[i]: the sum of scale(j) over node indices j < i, up to the largest size.
+  std::vector<double> scale_sum(1, 0.0);
+  auto scale = [&](int i) {
+    const std::span<const double> s = params.node_scale;
+    return s.empty() ? 1.0 : s[std::min<size_t>(i, s.size() - 1)];
+  };
+  if (cost && !cost->empty()) {
+    for (int i = 0; i < cost->back().nodes; ++i) scale_sum.push_back(scale_sum[i] + scale(i));
+  }
   int best_size = 1;
   double best_rate = 0, expected = 1;  // expected tokens of the tree so far
   size_t next = 0;                      // first cost sample above the current size
@@ -92,8 +100,8 @@ DraftTree BuildBestFirstTree(int32_t anchor, int32_t anchor_prev, std::span<cons
   // `top` (values only fall in best-first order, so that bounds them).
   auto may_pay = [&](double top) {
     for (size_t k = next; k < cost->size(); ++k) {
-      const int extra = (*cost)[k].nodes - tree.size();
-      if ((expected + scale * top * extra) / (*cost)[k].seconds > best_rate) return true;
+      const double scales = scale_sum[(*cost)[k].nodes] - scale_sum[tree.size()];
+      if ((expected + top * scales) / (*cost)[k].seconds > best_rate) return true;
     }
     return false;
   };
@@ -110,7 +118,7 @@ DraftTree BuildBestFirstTree(int32_t anchor, int32_t anchor_prev, std::span<cons
     spine_pos.push_back(c.spine_index >= 0 ? c.spine_index + 1 : -1);
     expand(v);
     if (cost) {
-      expected += scale * c.value;
+      expected += scale(v) * c.value;
       if (tree.size() == (*cost)[next].nodes) {
         const double rate = expected / (*cost)[next].seconds;
         if (rate > best_rate) {

@@ -50,13 +50,14 @@ struct BestFirstParams {
   bool unigram_extras = true;  // draft tier-1 candidates (unigram tokens missing from the bigram)
   // Sizing by cost (--budget auto): the verify cost of the sizes the tree may take (smallest
   // first, non-decreasing). The tree is cut at the size s maximising
-  //   (1 + value_scale * sum of the s - 1 best values) / cost(s),
-  // the expected tokens per second of its pass (value_scale calibrates the values against what
-  // cycles actually accepted). Growth stops as soon as no larger size can beat the best so far,
-  // even if every further node had the value of the best remaining candidate; so a cycle whose
-  // best candidate cannot pay builds nothing but the root. Null: grow to `budget`.
+  //   (1 + sum over the s - 1 best nodes i of scale(i) * value(i)) / cost(s),
+  // the expected tokens per second of its pass, where scale(i) = node_scale[i] calibrates the
+  // values of the i-th node added (1-based; beyond the end the last entry, none: 1) against
+  // what such nodes were actually accepted. Growth stops as soon as no larger size can beat the
+  // best so far, even if every further node had the value of the best remaining candidate; so
+  // a cycle whose best candidate cannot pay builds nothing but the root. Null: grow to `budget`.
   const std::vector<CostSample>* cost = nullptr;
-  double value_scale = 1.0;
+  std::span<const double> node_scale;
 };
 
 // `values` (optional) receives each node's value (root = 1), in node order.

@@ -113,6 +113,34 @@ TEST(BestFirstTree, TrustedSpineGoesDeepDoubtfulSpineStaysShort) {
   EXPECT_GE(shallow, 1);
 }
 
+TEST(BestFirstTree, CutsAtTheSizeWithTheMostExpectedTokensPerSecond) {
+  // A spine alone, each node accepted with 0.5 given its parent: node i is worth 0.5^i. Sizes
+  // 4 and 8 cost about the same: 1 + 0.875 tokens in 1 s against 1 + 0.992 in 1.1 s, so 4.
+  TransitionTable table(64, 10);
+  std::vector<int32_t> spine(20);
+  std::iota(spine.begin(), spine.end(), 10);
+  const EdgeAcceptance m = UniformModel(0.5, 0.0);
+  const std::vector<CostSample> cost = {{1, 1.0}, {2, 1.0}, {4, 1.0}, {8, 1.1}, {12, 2.0}};
+  BestFirstParams p;
+  p.budget = 64;
+  p.cost = &cost;
+  EXPECT_EQ(BuildBestFirstTree(1, 0, spine, m, table, p).size(), 4);
+  // Nodes 4-7 calibrated at twice their values (such nodes were accepted twice as often as
+  // predicted): 1.875 + 0.234 tokens in 1.1 s beats 1.875 in 1 s.
+  const std::vector<double> scale = {1, 1, 1, 1, 2, 2, 2, 2, 1};
+  p.node_scale = scale;
+  EXPECT_EQ(BuildBestFirstTree(1, 0, spine, m, table, p).size(), 8);
+  // Dearer passes: a node at its value pays for a 2-node pass (1.5 tokens in 1.2 s against 1 in
+  // 1 s), at a quarter of it nothing does (1.125 in 1.2 s): the root alone, a plain step.
+  const std::vector<CostSample> dear = {{1, 1.0}, {2, 1.2}, {4, 1.3}, {8, 1.4}};
+  p.cost = &dear;
+  p.node_scale = {};
+  EXPECT_GE(BuildBestFirstTree(1, 0, spine, m, table, p).size(), 2);
+  const std::vector<double> low = {0.25};
+  p.node_scale = low;
+  EXPECT_EQ(BuildBestFirstTree(1, 0, spine, m, table, p).size(), 1);
+}
+
 TEST(BestFirstTree, NoSpineNoTableGivesRootOnly) {
   TransitionTable table(16, 10);
   const DraftTree tree =
