@@ -11,6 +11,7 @@
 #include "draft/context_matcher.h"
 #include "method/acceptance_tracker.h"
 #include "method/table_drafter.h"
+#include "method/value_calibration.h"
 #include "tree/best_first_builder.h"
 #include "tree/spine_ema.h"
 #include "tree/tree_builders.h"
@@ -82,47 +83,14 @@ class GoosePaperDrafter : public GooseDrafterBase {
 
 struct TunedLearned : Learned {
   AcceptanceTracker acceptance;  // per-edge acceptance of every tuned-GOOSE tree so far
-  // Calibration of the tree values against what the walk accepted, over the cycles so far, per
-  // step of node indices (the i-th node added, 1-based; steps start at kStepStarts, the
-  // calibrated tree sizes, since a tree is cut between them): drafted nodes accepted, and the
-  // sum of their values (the prediction). Why per step: the values of the nodes that decide a
-  // cut are calibrated worst by one factor for all (measured, 0.44B, 12 prompts: accepted /
-  // predicted 1.02 for node 1, 1.11 for nodes 2-3, 1.29 for nodes 4-7 where the overall factor
-  // was 1.09), so trees were cut to 4 nodes where 8 paid.
-  static constexpr int kSteps = 8;
-  static constexpr int kStepStarts[kSteps] = {1, 2, 4, 8, 12, 16, 24, 32};
-  double accepted[kSteps] = {}, predicted[kSteps] = {};
+  ValueCalibration calibration;  // the tree values against what the walk accepted
 
-  static int Step(int node) {
-    int s = 0;
-    while (s + 1 < kSteps && node >= kStepStarts[s + 1]) ++s;
-    return s;
-  }
-  // Per node index (0 unused) up to `max_nodes`: the step's accepted / predicted, shrunk
-  // towards the overall ratio by kStepPrior tokens' worth of prediction; the overall ratio
-  // shrunk towards 1 by kPrior tokens.
-  std::vector<double> NodeScale(int max_nodes) const {
-    constexpr double kPrior = 16, kStepPrior = 8;
-    double a = 0, p = 0;
-    for (int s = 0; s < kSteps; ++s) a += accepted[s], p += predicted[s];
-    const double overall = (a + kPrior) / (p + kPrior);
-    std::vector<double> scale(std::max(max_nodes, 1) + 1, 1.0);
-    for (size_t i = 1; i < scale.size(); ++i) {
-      const int s = Step(static_cast<int>(i));
-      scale[i] = std::clamp((accepted[s] + kStepPrior * overall) / (predicted[s] + kStepPrior),
-                            0.25, 2.0);
-    }
-    return scale;
-  }
-  std::string SaveExtra() const override;
+  std::string SaveExtra() const override { return acceptance.Save() + calibration.Save(); }
   Status LoadExtra(std::string_view bytes) override;
   void Decay(double factor) override {
     Learned::Decay(factor);
     acceptance.Scale(factor);
-    for (int s = 0; s < kSteps; ++s) {
-      accepted[s] *= factor;
-      predicted[s] *= factor;
-    }
+    calibration.Scale(factor);
   }
 };
 
@@ -145,7 +113,7 @@ class GooseTunedDrafter : public GooseDrafterBase {
       bf.spine_class = spine.consensus ? 0 : 1;
       bf.cost = in.cost;
       if (in.cost != nullptr && !in.cost->empty()) {
-        node_scale_ = learned_.NodeScale(in.cost->back().nodes);
+        node_scale_ = learned_.calibration.NodeScale(in.cost->back().nodes);
         bf.node_scale = node_scale_;
       }
       p.tree = BuildBestFirstTree(in.anchor, in.anchor_prev, spine.tokens,
@@ -162,10 +130,11 @@ class GooseTunedDrafter : public GooseDrafterBase {
     // Not after the engine's plain steps, which this drafter did not propose.
     if (spine_class_ >= 0 && p.route != Route::kAr) {
       learned_.acceptance.Update(p.tree, accepted, spine_class_);
+      std::vector<uint8_t> on_path(p.tree.size(), 0);
+      for (int32_t v : accepted.path) on_path[v] = 1;
       for (int i = 1; i < p.tree.size() && i < static_cast<int>(values_.size()); ++i) {
-        learned_.predicted[TunedLearned::Step(i)] += values_[i];
+        learned_.calibration.Record(i, values_[i], on_path[i]);
       }
-      for (int32_t v : accepted.path) learned_.accepted[TunedLearned::Step(v)] += 1;
     }
     spine_class_ = -1;
   }
@@ -216,36 +185,26 @@ class Goose : public Method {
   }
 };
 
-std::string TunedLearned::SaveExtra() const {
-  std::string out = acceptance.Save();
-  out.append(reinterpret_cast<const char*>(accepted), sizeof(accepted));
-  out.append(reinterpret_cast<const char*>(predicted), sizeof(predicted));
-  return out;
-}
-
-// The acceptance counts, then the calibration per step (or, from goose builds before the
-// steps, one accepted and one predicted figure, kept as the first step's).
+// The acceptance counts, then the value calibration (or, from goose builds before its steps,
+// one accepted and one predicted figure).
 Status TunedLearned::LoadExtra(std::string_view bytes) {
-  constexpr size_t kTail = 2 * sizeof(accepted), kOldTail = 2 * sizeof(double);
-  std::vector<double> a(kSteps, 0.0), p(kSteps, 0.0);
-  AcceptanceTracker loaded;
-  if (bytes.size() >= kTail && loaded.Load(bytes.substr(0, bytes.size() - kTail)).ok()) {
-    std::memcpy(a.data(), bytes.data() + bytes.size() - kTail, sizeof(accepted));
-    std::memcpy(p.data(), bytes.data() + bytes.size() - kTail / 2, sizeof(predicted));
+  constexpr size_t kOldTail = 2 * sizeof(double);
+  AcceptanceTracker tracker;
+  ValueCalibration cal;
+  const size_t n = bytes.size();
+  if (n < ValueCalibration::kBytes ||
+      !tracker.Load(bytes.substr(0, n - ValueCalibration::kBytes)).ok()) {
+    if (n < kOldTail) return Status::Error("tuned GOOSE state: too short");
+    double a = 0, p = 0;
+    std::memcpy(&a, bytes.data() + n - kOldTail, sizeof(a));
+    std::memcpy(&p, bytes.data() + n - sizeof(double), sizeof(p));
+    GOOSE_RETURN_IF_ERROR(tracker.Load(bytes.substr(0, n - kOldTail)));
+    GOOSE_RETURN_IF_ERROR(cal.LoadTotals(a, p));
   } else {
-    if (bytes.size() < kOldTail) return Status::Error("tuned GOOSE state: too short");
-    GOOSE_RETURN_IF_ERROR(loaded.Load(bytes.substr(0, bytes.size() - kOldTail)));
-    std::memcpy(&a[0], bytes.data() + bytes.size() - kOldTail, sizeof(double));
-    std::memcpy(&p[0], bytes.data() + bytes.size() - sizeof(double), sizeof(double));
+    GOOSE_RETURN_IF_ERROR(cal.Load(bytes.substr(n - ValueCalibration::kBytes)));
   }
-  for (int s = 0; s < kSteps; ++s) {
-    if (!(a[s] >= 0) || !(p[s] >= 0) || !std::isfinite(a[s]) || !std::isfinite(p[s])) {
-      return Status::Error("tuned GOOSE state: bad calibration");
-    }
-  }
-  acceptance = loaded;
-  std::copy(a.begin(), a.end(), accepted);
-  std::copy(p.begin(), p.end(), predicted);
+  acceptance = tracker;
+  calibration = cal;
   return Status::Ok();
 }
 

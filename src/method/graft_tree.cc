@@ -299,9 +299,10 @@ size_t TreeGrower::CostSize(const std::vector<int>& sel, const std::vector<CostS
   size_t best = 1;
   double best_rate = -1, expected = 1;
   size_t k = 1;
+  const std::vector<double> scale = learned_.calibration.NodeScale(static_cast<int>(sel.size()));
   for (const CostSample& c : cost) {
     if (c.nodes < 1 || static_cast<size_t>(c.nodes) > sel.size()) continue;
-    for (; k < static_cast<size_t>(c.nodes); ++k) expected += value_[sel[k]];
+    for (; k < static_cast<size_t>(c.nodes); ++k) expected += scale[k] * value_[sel[k]];
     const double rate = expected / (c.seconds + draft_seconds);
     if (rate > best_rate) best_rate = rate, best = c.nodes;
   }
@@ -425,6 +426,9 @@ void TreeGrower::Observe(const CycleInput& in, const Proposal& p, const AcceptRe
   on_path[0] = 1;
   for (int32_t v : accepted.path) on_path[v] = 1;
   GraftAcceptance& a = learned_.acceptance;
+  if (mode_ != GrowMode::kDense) {
+    for (int i = 1; i < n; ++i) learned_.calibration.Record(i, value_[tree_pool_[i]], on_path[i]);
+  }
   for (int i = 1; i < n; ++i) {
     if (!on_path[tree.parents[i]]) continue;
     const Node& u = pool_[tree_pool_[i]];

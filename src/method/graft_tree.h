@@ -29,7 +29,8 @@
 //   and retrieved candidates below the leaves where the draft stopped.
 // --budget auto (CycleInput::cost set; all modes but kDense, whose values are uncalibrated draft
 // probabilities): the pruning modes' values are P(path accepted), so a tree of the best s nodes
-// is expected to commit 1 + the sum of their values. The tree is cut at the measured verify size
+// is expected to commit 1 + the sum of their values (each scaled by the ValueCalibration of
+// its place in the tree). The tree is cut at the measured verify size
 // s that maximises that over (verify cost of s + the draft seconds of the cycle), while drafting
 // (what a pass must beat) and at the end; the draft depth follows from the pass rule above,
 // which weighs each pass's measured time against the measured tokens per second.
@@ -46,6 +47,7 @@
 #include "method/draft_model.h"
 #include "method/graft_acceptance.h"
 #include "method/method.h"
+#include "method/value_calibration.h"
 
 namespace goose {
 
@@ -67,6 +69,7 @@ struct GrowParams {
 struct DraftLearned : Learned {
   GraftAcceptance acceptance;
   DraftTiming timing;
+  ValueCalibration calibration;  // pruning modes: the values against what was accepted
 };
 
 class TreeGrower {
