@@ -123,8 +123,9 @@ class Engine {
   void LearnPassCosts(std::vector<CostSample> prior);
   // The curve --budget auto chooses on now: the set one, corrected as above if learning.
   std::vector<CostSample> CostCurve() const;
-  // The median seconds of this engine's tree passes per size, for the sizes passed at least
-  // 8 times (kept in the cost cache for the next run, engine/cost_cache.h RecordObservedCosts).
+  // The median seconds of this engine's decode cycles per tree size (the pass and the
+  // drafter's work around it), for the sizes passed at least 8 times (kept in the cost cache
+  // for the next run, engine/cost_cache.h RecordObservedCosts).
   std::vector<CostSample> ObservedPassCosts() const;
 
   const Model& model() const { return model_; }
@@ -167,7 +168,7 @@ class Engine {
   std::vector<CostSample> cost_curve_;
   bool learn_costs_ = false;             // LearnPassCosts
   std::vector<CostSample> prior_costs_;  // LearnPassCosts' prior
-  std::vector<std::vector<float>> pass_seconds_;  // [tree size]: recent decode pass times
+  std::vector<std::vector<float>> pass_seconds_;  // [tree size]: recent decode cycle times
   size_t passes_ = 0;
   std::map<std::string, BudgetChooser> choosers_;  // --budget auto, by SpecVariantKey
   SpecStats total_;
