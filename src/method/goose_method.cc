@@ -4,8 +4,6 @@
 //   requests (+noextras: without the unigram-row extra candidates);
 // - paper (+paper): Algorithm 1 and the routes of docs/methods.md §3.6 exactly as GOOSE's
 //   reference code, with its spine-acceptance EMA and a per-request table.
-#include <algorithm>
-#include <cmath>
 #include <cstring>
 
 #include "draft/context_matcher.h"
