@@ -89,14 +89,4 @@ StatusOr<std::vector<VerifyCostPoint>> MeasureVerifyCost(const Model& model, Thr
   return curve;
 }
 
-void MakeMonotone(std::vector<VerifyCostPoint>* curve) {
-  auto by_nodes = [](const VerifyCostPoint& a, const VerifyCostPoint& b) {
-    return a.nodes < b.nodes;
-  };
-  std::stable_sort(curve->begin(), curve->end(), by_nodes);
-  for (size_t i = curve->size(); i-- > 1;) {
-    (*curve)[i - 1].seconds = std::min((*curve)[i - 1].seconds, (*curve)[i].seconds);
-  }
-}
-
 }  // namespace goose

@@ -9,6 +9,7 @@
 // c(8)/c(4) = 1.36, medians 1.06, real runs' medians 0.9-1.1).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -38,6 +39,14 @@ StatusOr<std::vector<VerifyCostPoint>> MeasureVerifyCost(const Model& model, Thr
 // Makes a measured curve non-decreasing in place (sorted by nodes; every point lowered to the
 // cheapest time of any point at or above its node count, the suffix minimum): a larger tree never
 // costs less, since a smaller one could be padded, so timing noise cannot make c(12) > c(16).
-void MakeMonotone(std::vector<VerifyCostPoint>* curve);
+// For any point with `nodes` and `seconds` (VerifyCostPoint, CostSample).
+template <class Point>
+void MakeMonotone(std::vector<Point>* curve) {
+  std::stable_sort(curve->begin(), curve->end(),
+                   [](const Point& a, const Point& b) { return a.nodes < b.nodes; });
+  for (size_t i = curve->size(); i-- > 1;) {
+    (*curve)[i - 1].seconds = std::min((*curve)[i - 1].seconds, (*curve)[i].seconds);
+  }
+}
 
 }  // namespace goose
