@@ -14,14 +14,17 @@ What it runs
      the text it is about to write in a table the other just harvested.
   2. For each data set and prompt, one process per config: none, goose@auto, goose@4/8/16 (the
      table cache on: each run loads what its config's earlier runs learned and saves it back),
-     and goose@auto with --no-table-cache (every process starts cold).
+     and goose@auto with --no-table-cache (every process starts cold). --repeat R runs each
+     prompt's configs R times in rotated orders, every repeat from what each config had learned
+     before the prompt: on a shared machine a config's speed moves 5-10% from one run to the next.
 Prints per data set and overall: decode tokens/s (the decode phase, from --json) and whole-
 process tokens/s (wall clock: load, prefill and decode), each as a ratio to plain decoding,
 MAT and mean tree size; whether every output equalled plain decoding's; and how auto compares
 with the best fixed budget in hindsight.
 
 Usage: tools/measure-e2e.py [--goose build/goose] [--like small-0.5b] [--data tinystories,...]
-           [--n 6] [--tokens 128] [--warmup 6] [--threads 2] [--work /tmp/goose-e2e] [--json F]
+           [--n 6] [--repeat 1] [--tokens 128] [--warmup 6] [--threads 2] [--work /tmp/goose-e2e]
+           [--json F]
            [--configs none,goose@auto,...]
 """
 import argparse
@@ -87,6 +90,8 @@ def main():
     p.add_argument("--n", type=int, default=6)
     p.add_argument("--tokens", type=int, default=128)
     p.add_argument("--warmup", type=int, default=6)
+    p.add_argument("--repeat", type=int, default=1,
+                   help="run every prompt's configs this many times (the machine's speed drifts)")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--work", default="/tmp/goose-e2e")
     p.add_argument("--json", help="write every run here")
@@ -119,18 +124,31 @@ def main():
 
     runs = []  # (dataset, prompt index, label, result)
     sets = a.data.split(",")
-    total = len(sets) * a.n * len(configs)
+    total = len(sets) * a.n * len(configs) * a.repeat
     for ds in sets:
         for i, text in enumerate(prompts(ds, 0, a.n)):
-            for label, spec, budget, extra in configs:
-                r = generate(a, model, text, spec, budget, extra, cache_of[label])
-                runs.append((ds, i, label, r))
-                print(f"\r{len(runs)}/{total} runs", end="", file=sys.stderr, flush=True)
+            # Repeats start from what each config had learned before the prompt (its text is
+            # not yet in the table), in rotated orders (no config always runs after another).
+            for label in cache_of:
+                subprocess.run(["rm", "-rf", cache_of[label] + ".before"], check=True)
+                subprocess.run(["cp", "-r", cache_of[label], cache_of[label] + ".before"],
+                               check=True)
+            for rep in range(a.repeat):
+                k = rep % len(configs)
+                for label, spec, budget, extra in configs[k:] + configs[:k]:
+                    if rep > 0:
+                        subprocess.run(["rm", "-rf", cache_of[label]], check=True)
+                        subprocess.run(["cp", "-r", cache_of[label] + ".before", cache_of[label]],
+                                       check=True)
+                    r = generate(a, model, text, spec, budget, extra, cache_of[label])
+                    runs.append((ds, i, label, r))
+                    print(f"\r{len(runs)}/{total} runs", end="", file=sys.stderr, flush=True)
     print(file=sys.stderr)
 
     plain = {(ds, i): r["tokens"] for ds, i, label, r in runs if label == "none"}
     mismatches = sum(r["tokens"] != plain[(ds, i)] for ds, i, label, r in runs)
-    print(f"model {os.path.basename(model)}, {a.n} prompts per data set, {a.tokens} tokens, "
+    print(f"model {os.path.basename(model)}, {a.n} prompts per data set x {a.repeat}, "
+          f"{a.tokens} tokens, "
           f"-t {a.threads}, {len(runs)} processes in {time.monotonic() - start:.0f} s; "
           f"outputs equal to plain decoding: {len(runs) - mismatches}/{len(runs)}")
     summary = {}

@@ -53,9 +53,8 @@ std::vector<double> ExpandCostCurve(const std::vector<CostSample>& samples);
 
 // The calibrated curve corrected by pass times measured in real use (medians per tree size):
 // a calibrated size with an observed time takes it; one without is scaled like the nearest
-// observed size below it but never above its calibrated time (optimistic, so that a size
-// nobody ran yet is tried and then known), or with no observed size below, like the nearest
-// one above; then made non-decreasing (each size at most any larger size's time). Same sizes
+// observed size below it, or with no observed size below, like the nearest one above; then made
+// non-decreasing (each size at most any larger size's time). Same sizes
 // as `calibrated`, sorted; observed sizes the curve lacks are ignored (only calibrated sizes are
 // chosen). Why: a calibration is a few passes at one moment, and on a machine whose memory
 // bandwidth is shared, small passes (memory-bound) are slowed by neighbours more than big ones

@@ -124,6 +124,7 @@ Status Engine::SaveLearned() {
 
 void Engine::SetCostCurve(const std::vector<CostSample>& curve) {
   cost_curve_ = curve;
+  observed_ = ObservedCosts(curve);
   choosers_.clear();
 }
 
@@ -138,37 +139,7 @@ void Engine::LearnPassCosts(std::vector<CostSample> prior) {
 }
 
 std::vector<CostSample> Engine::CostCurve() const {
-  if (!learn_costs_) return cost_curve_;
-  std::vector<CostSample> observed = prior_costs_;
-  for (const CostSample& o : ObservedPassCosts()) {
-    auto same = [&](const CostSample& p) { return p.nodes == o.nodes; };
-    observed.erase(std::remove_if(observed.begin(), observed.end(), same), observed.end());
-    observed.push_back(o);
-  }
-  return CorrectCostCurve(cost_curve_, observed);
-}
-
-std::vector<CostSample> Engine::ObservedPassCosts() const {
-  std::vector<CostSample> out;
-  for (size_t n = 1; n < pass_seconds_.size(); ++n) {
-    std::vector<float> t = pass_seconds_[n];
-    if (t.size() < 8) continue;
-    std::nth_element(t.begin(), t.begin() + t.size() / 2, t.end());
-    out.push_back({static_cast<int>(n), t[t.size() / 2]});
-  }
-  return out;
-}
-
-void Engine::RecordPass(int nodes, double seconds) {
-  constexpr size_t kKept = 64;  // per size: enough for a median, bounded memory
-  if (pass_seconds_.size() <= static_cast<size_t>(nodes)) pass_seconds_.resize(nodes + 1);
-  std::vector<float>& t = pass_seconds_[nodes];
-  ++passes_;
-  if (t.size() < kKept) {
-    t.push_back(static_cast<float>(seconds));
-  } else {
-    t[passes_ % kKept] = static_cast<float>(seconds);
-  }
+  return learn_costs_ ? observed_.Curve(prior_costs_) : cost_curve_;
 }
 
 Status Engine::CheckRequest(std::span<const int32_t> prompt, const GenerateParams& params) const {
@@ -339,7 +310,7 @@ StatusOr<GenerateResult> Engine::Generate(std::span<const int32_t> prompt,
       // the tree, learning from its rows), which grows with the tree too. On the tiny model a
       // cycle's drafting is a sizeable share of an 86 us pass, and auto built 2-node trees
       // that paid by the pass times alone (0.92-0.96x plain decoding).
-      RecordPass(tree.size(), pass_seconds + draft_seconds);
+      observed_.Record(tree.size(), pass_seconds + draft_seconds);
       AccumulateStats(tree, proposal.route, acc, &learned.stats);
       AccumulateDraftWork(proposal.work, &learned.stats);
       if (chooser && !own_sizes) {
@@ -347,9 +318,11 @@ StatusOr<GenerateResult> Engine::Generate(std::span<const int32_t> prompt,
                          &learned.budgets);
       }
     }
-    // Every few passes the curve follows what the cycles take (cheap: medians of <= 64 times).
-    constexpr size_t kCostUpdateEvery = 16;
-    if (chooser && learn_costs_ && passes_ % kCostUpdateEvery == 0) chooser->SetCost(CostCurve());
+    // Every few passes the curve follows what the cycles take (cheap: medians of <= 16 times).
+    constexpr size_t kCostUpdateEvery = 4;
+    if (chooser && learn_costs_ && observed_.cycles() % kCostUpdateEvery == 0) {
+      chooser->SetCost(CostCurve());
+    }
     if (ask && tree.size() == 1) {
       idle.RootOnly(draft_seconds, pass_seconds);
     } else if (ask) {

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "engine/budget_chooser.h"
+#include "engine/observed_costs.h"
 #include "engine/learned_cache.h"
 #include "method/method.h"
 #include "model/model.h"
@@ -116,17 +117,18 @@ class Engine {
   // The budgets auto chose for `spec` so far in this engine (index = budget; empty if none).
   std::vector<int64_t> ChosenBudgets(const SpecParams& spec) const;
   // --budget auto on this machine's curve: the choosers' curve is the set one corrected by
-  // what this engine's passes take (CorrectCostCurve, engine/budget_chooser.h), per size from
+  // what this engine's cycles take (ObservedCosts::Curve, engine/observed_costs.h), per size from
   // ObservedPassCosts once it has the size, else from `prior` (medians of earlier runs,
   // engine/cost_cache.h keeps them). Not for a curve of another machine or model (`goose bench
   // --cost-model`), about which this machine's passes say nothing.
   void LearnPassCosts(std::vector<CostSample> prior);
   // The curve --budget auto chooses on now: the set one, corrected as above if learning.
   std::vector<CostSample> CostCurve() const;
-  // The median seconds of this engine's decode cycles per tree size (the pass and the
-  // drafter's work around it), for the sizes passed at least 8 times (kept in the cost cache
-  // for the next run, engine/cost_cache.h RecordObservedCosts).
-  std::vector<CostSample> ObservedPassCosts() const;
+  // What this engine's decode cycles (the pass and the drafter's work around it) take per tree
+  // size: the median of its last 16 cycles, for the sizes passed at least 4 times
+  // (ObservedCosts::Medians; kept in the cost cache for the next run, engine/cost_cache.h
+  // RecordObservedCosts).
+  std::vector<CostSample> ObservedPassCosts() const { return observed_.Medians(); }
 
   const Model& model() const { return model_; }
   int n_ctx() const;
@@ -155,7 +157,6 @@ class Engine {
 
  private:
   Status CheckRequest(std::span<const int32_t> prompt, const GenerateParams& params) const;
-  void RecordPass(int nodes, double seconds);
   StatusOr<int32_t> Prefill(std::span<const int32_t> prompt, const GenerateParams& params,
                             Drafter& drafter, std::mutex& learned_mu, Sampler& sampler);
   const Model& model_;
@@ -168,8 +169,8 @@ class Engine {
   std::vector<CostSample> cost_curve_;
   bool learn_costs_ = false;             // LearnPassCosts
   std::vector<CostSample> prior_costs_;  // LearnPassCosts' prior
-  std::vector<std::vector<float>> pass_seconds_;  // [tree size]: recent decode cycle times
-  size_t passes_ = 0;
+  ObservedCosts observed_;               // what this engine's decode cycles take
+
   std::map<std::string, BudgetChooser> choosers_;  // --budget auto, by SpecVariantKey
   SpecStats total_;
 };
