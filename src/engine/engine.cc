@@ -309,8 +309,11 @@ StatusOr<GenerateResult> Engine::Generate(std::span<const int32_t> prompt,
       // What a cycle of this size costs: its pass, and the drafter's work around it (building
       // the tree, learning from its rows), which grows with the tree too. On the tiny model a
       // cycle's drafting is a sizeable share of an 86 us pass, and auto built 2-node trees
-      // that paid by the pass times alone (0.92-0.96x plain decoding).
-      observed_.Record(tree.size(), pass_seconds + draft_seconds);
+      // that paid by the pass times alone (0.92-0.96x plain decoding). Not the draft model's
+      // work, though, for the drafters that size their own trees: they add what it took this
+      // cycle themselves (TreeGrower::CostSize), and counted it twice.
+      const double own_drafting = own_sizes ? proposal.work.seconds : 0.0;
+      observed_.Record(tree.size(), pass_seconds + std::max(0.0, draft_seconds - own_drafting));
       AccumulateStats(tree, proposal.route, acc, &learned.stats);
       AccumulateDraftWork(proposal.work, &learned.stats);
       if (chooser && !own_sizes) {
