@@ -14,9 +14,11 @@ What it runs
      the text it is about to write in a table the other just harvested.
   2. For each data set and prompt, one process per config: none, goose@auto, goose@4/8/16 (the
      table cache on: each run loads what its config's earlier runs learned and saves it back),
-     and goose@auto with --no-table-cache (every process starts cold). --repeat R runs each
-     prompt's configs R times in rotated orders, every repeat from what each config had learned
-     before the prompt: on a shared machine a config's speed moves 5-10% from one run to the next.
+     and goose@auto with --no-table-cache (every process starts cold); with --draft, graft at
+     --budget auto and 8 (issue 15's pair: --model target.gguf --draft draft.gguf). --repeat R
+     runs each prompt's configs R times in rotated orders, every repeat from what each config
+     had learned before the prompt: on a shared machine a config's speed moves 5-10% from one
+     run to the next.
 Prints per data set and overall: decode tokens/s (the decode phase, from --json) and whole-
 process tokens/s (wall clock: load, prefill and decode), each as a ratio to plain decoding,
 MAT and mean tree size; whether every output equalled plain decoding's; and how auto compares
@@ -24,8 +26,7 @@ with the best fixed budget in hindsight.
 
 Usage: tools/measure-e2e.py [--goose build/goose] [--like small-0.5b] [--data tinystories,...]
            [--n 6] [--repeat 1] [--tokens 128] [--warmup 6] [--threads 2] [--work /tmp/goose-e2e]
-           [--json F]
-           [--configs none,goose@auto,...]
+           [--json F] [--configs none,goose@auto,...] [--model F.gguf] [--draft D.gguf]
 """
 import argparse
 import gzip
@@ -59,6 +60,7 @@ def prompts(name, first, count):
 
 def generate(a, model, prompt, spec, budget, extra, cache):
     os.environ["XDG_CACHE_HOME"] = cache
+    extra = [x for f in extra for x in ([f, a.draft] if f == "-md" else [f])]
     cmd = [a.goose, "generate", "-m", model, "-p", prompt, "-n", str(a.tokens), "--ignore-eos",
            "-t", str(a.threads), "--json", "--spec", spec] + (["--budget", budget] if budget else [])
     t0 = time.monotonic()
@@ -79,6 +81,9 @@ CONFIGS = [  # label, spec, budget, extra flags
     ("goose@8", "goose", "8", []),
     ("goose@16", "goose", "16", []),
     ("goose@auto cold", "goose", "auto", ["--no-table-cache"]),
+    # With --draft (a drafter of the same vocabulary, e.g. tools/measure-graft.sh's pair).
+    ("graft@auto", "graft", "auto", ["-md"]),
+    ("graft@8", "graft", "8", ["-md"]),
 ]
 
 
@@ -95,6 +100,8 @@ def main():
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--work", default="/tmp/goose-e2e")
     p.add_argument("--json", help="write every run here")
+    p.add_argument("--model", help="this GGUF instead of the inflated --like model")
+    p.add_argument("--draft", help="the draft model of the graft configs")
     p.add_argument("--configs", default=",".join(c[0] for c in CONFIGS),
                    help="the configs to run (none always runs)")
     a = p.parse_args()
@@ -103,8 +110,10 @@ def main():
     if unknown:
         sys.exit(f"measure-e2e: unknown configs {sorted(unknown)}")
     configs = [c for c in CONFIGS if c[0] in wanted]
+    if any("-md" in c[3] for c in configs) and not a.draft:
+        sys.exit("measure-e2e: the graft configs need --draft DRAFT.gguf")
     os.makedirs(a.work, exist_ok=True)
-    model = os.path.join(a.work, f"stories260K-{a.like}-q8_0.gguf")
+    model = a.model or os.path.join(a.work, f"stories260K-{a.like}-q8_0.gguf")
     if not os.path.exists(model):
         subprocess.run([a.goose, "synth", "--inflate", os.path.join(SHARED, "models",
                         "stories260K.gguf"), "--like", a.like, "-o", model], check=True)
@@ -181,6 +190,10 @@ def main():
             best = max(fixed, key=lambda l: fixed[l]["decode_speedup"])
             ratio = summary[ds]["goose@auto"]["decode_speedup"] / fixed[best]["decode_speedup"]
             print(f"  auto / best fixed budget ({best}): {ratio:.2f}")
+        if "graft@auto" in summary[ds] and "goose@auto" in summary[ds]:
+            ratio = (summary[ds]["graft@auto"]["decode_speedup"] /
+                     summary[ds]["goose@auto"]["decode_speedup"])
+            print(f"  graft@auto / goose@auto: {ratio:.2f}")
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"model": model, "summary": summary, "mismatches": mismatches,

@@ -1,6 +1,8 @@
 #include "method/graft_acceptance.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 
 namespace goose {
 
@@ -118,6 +120,82 @@ void DraftTiming::AddCycle(double seconds, int tokens) {
 
 double DraftTiming::TokensPerSecond() const {
   return cycles > 0 && cycle_seconds > 0 ? cycle_tokens / cycle_seconds : 0.0;
+}
+
+template <class Self, class F>
+void GraftAcceptance::ForEachCount(Self& self, F f) {
+  for (auto& a : self.draft_) {
+    for (auto& b : a) {
+      for (auto& c : b) f(c);
+    }
+  }
+  for (auto& a : self.context_) {
+    for (auto& b : a) {
+      for (auto& c : b) f(c);
+    }
+  }
+  for (auto& a : self.table_) {
+    for (auto& b : a) {
+      for (auto& c : b) f(c);
+    }
+  }
+  f(self.draft_top_);
+}
+
+std::string GraftAcceptance::Save() const {
+  std::string out;
+  ForEachCount(*this, [&out](const Count& c) {
+    out.append(reinterpret_cast<const char*>(&c.reached), sizeof(int64_t));
+    out.append(reinterpret_cast<const char*>(&c.accepted), sizeof(int64_t));
+  });
+  return out;
+}
+
+Status GraftAcceptance::Load(std::string_view bytes) {
+  if (bytes.size() != kBytes) {
+    return Status::Error("draft acceptance counts: " + std::to_string(bytes.size()) +
+                         " bytes, expected " + std::to_string(kBytes));
+  }
+  GraftAcceptance loaded;
+  const char* at = bytes.data();
+  bool sane = true;
+  ForEachCount(loaded, [&](Count& c) {
+    std::memcpy(&c.reached, at, sizeof(int64_t));
+    std::memcpy(&c.accepted, at + sizeof(int64_t), sizeof(int64_t));
+    at += 2 * sizeof(int64_t);
+    sane = sane && c.accepted >= 0 && c.reached >= c.accepted;
+  });
+  if (!sane) return Status::Error("draft acceptance counts: a count is negative or above reached");
+  *this = loaded;
+  return Status::Ok();
+}
+
+void GraftAcceptance::Scale(double factor) {
+  ForEachCount(*this, [factor](Count& c) {
+    c.reached = static_cast<int64_t>(static_cast<double>(c.reached) * factor);
+    c.accepted = std::min(c.reached, static_cast<int64_t>(static_cast<double>(c.accepted) * factor));
+  });
+}
+
+std::string DraftTiming::Save() const {
+  const double v[9] = {cycle_seconds, cycle_tokens, static_cast<double>(passes),
+                       static_cast<double>(cycles), n_, sr_, st_, srr_, srt_};
+  return std::string(reinterpret_cast<const char*>(v), sizeof(v));
+}
+
+Status DraftTiming::Load(std::string_view bytes) {
+  if (bytes.size() != kBytes) return Status::Error("draft timing: wrong size");
+  double v[9];
+  std::memcpy(v, bytes.data(), sizeof(v));
+  for (double x : v) {
+    if (!std::isfinite(x) || x < 0 || x > 1e15) return Status::Error("draft timing: bad figure");
+  }
+  DraftTiming t;
+  t.cycle_seconds = v[0], t.cycle_tokens = v[1];
+  t.passes = static_cast<int64_t>(v[2]), t.cycles = static_cast<int64_t>(v[3]);
+  t.n_ = v[4], t.sr_ = v[5], t.st_ = v[6], t.srr_ = v[7], t.srt_ = v[8];
+  *this = t;
+  return Status::Ok();
 }
 
 }  // namespace goose

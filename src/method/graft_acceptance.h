@@ -23,9 +23,17 @@
 // seen so far gives b = 0), and exponential moving averages (weight 1/16, the first sample as
 // is) of a cycle's seconds (Propose to Observe: drafting, the target pass, the walk) and
 // committed tokens; TokensPerSecond() = tokens / seconds, 0 before the first cycle.
+//
+// Both persist (engine/learned_cache.h, through DraftLearned): Save() gives kBytes bytes; Load()
+// checks the size and every figure (counts >= 0 with accepted <= reached; times finite, >= 0)
+// and leaves the object unchanged on error. Scale() weighs the counts down (older evidence).
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "util/status.h"
 
 namespace goose {
 
@@ -47,11 +55,21 @@ class GraftAcceptance {
   void RecordTable(int tier, float score, bool overruled, bool accepted);
   void RecordDraftTop(bool accepted);
 
+  static constexpr int kCounts =
+      2 * 2 * kBins + 2 * kContextClasses * (kCtxDepth + 1) + 2 * kTiers * kBins + 1;
+  static constexpr size_t kBytes = 2 * kCounts * sizeof(int64_t);
+  std::string Save() const;
+  Status Load(std::string_view bytes);
+  void Scale(double factor);
+
  private:
   struct Count {
     int64_t reached = 0, accepted = 0;
     double Rate(double prior) const;
   };
+  // Every count, in the order Save writes them.
+  template <class Self, class F>
+  static void ForEachCount(Self& self, F f);
   Count draft_[2][2][kBins];
   Count context_[2][kContextClasses][kCtxDepth + 1];
   Count table_[2][kTiers][kBins];
@@ -70,6 +88,10 @@ struct DraftTiming {
   // b of the fit: what one more row adds to a pass.
   double RowSeconds() const;
   double TokensPerSecond() const;
+
+  static constexpr size_t kBytes = 9 * sizeof(double);
+  std::string Save() const;
+  Status Load(std::string_view bytes);
 
  private:
   void Fit(double* a, double* b) const;

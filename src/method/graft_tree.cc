@@ -5,6 +5,34 @@
 
 namespace goose {
 
+std::string DraftLearned::SaveExtra() const {
+  return acceptance.Save() + timing.Save() + calibration.Save();
+}
+
+Status DraftLearned::LoadExtra(std::string_view bytes) {
+  if (bytes.empty()) return Status::Ok();
+  constexpr size_t kA = GraftAcceptance::kBytes, kT = DraftTiming::kBytes;
+  if (bytes.size() != kA + kT + ValueCalibration::kBytes) {
+    return Status::Error("draft-model state: " + std::to_string(bytes.size()) + " bytes");
+  }
+  GraftAcceptance a;
+  DraftTiming t;
+  ValueCalibration c;
+  GOOSE_RETURN_IF_ERROR(a.Load(bytes.substr(0, kA)));
+  GOOSE_RETURN_IF_ERROR(t.Load(bytes.substr(kA, kT)));
+  GOOSE_RETURN_IF_ERROR(c.Load(bytes.substr(kA + kT)));
+  acceptance = a;
+  timing = t;
+  calibration = c;
+  return Status::Ok();
+}
+
+void DraftLearned::Decay(double factor) {
+  Learned::Decay(factor);
+  acceptance.Scale(factor);
+  calibration.Scale(factor);
+}
+
 namespace {
 
 struct HeapItem {

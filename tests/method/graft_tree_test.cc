@@ -7,7 +7,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <map>
+#include <string>
 #include <vector>
 
 #include "method/graft_tree.h"
@@ -201,6 +204,46 @@ TEST(TreeGrower, GraftFillsItsBudgetWithRetrievedTokensOnRepetitiveText) {
   EXPECT_GT(drafted[NodeSource::kGraftContext], 0);
   EXPECT_GT(accepted[NodeSource::kGraftContext], 0);
   EXPECT_GT(drafted[NodeSource::kDraft], 0);
+}
+
+// What a draft-model variant learned survives a save and load bit for bit (the next process
+// starts where this one stopped), and a damaged state is refused whole.
+TEST(DraftLearned, StateRoundTripsAndDamageIsRefused) {
+  std::string why;
+  const Model* weak = WeakDrafter(&why);
+  if (weak == nullptr) GTEST_SKIP() << why;
+  DraftLearned learned;
+  RunCycles(GrowMode::kGraft, Tiny(), *weak, RepetitivePrompt(Tiny()), 8, 20, &learned);
+  const std::string saved = learned.SaveExtra();
+  ASSERT_EQ(saved.size(),
+            GraftAcceptance::kBytes + DraftTiming::kBytes + ValueCalibration::kBytes);
+  EXPECT_NE(saved, DraftLearned().SaveExtra()) << "20 cycles learned nothing";
+  DraftLearned loaded;
+  ASSERT_TRUE(loaded.LoadExtra(saved).ok());
+  EXPECT_EQ(loaded.SaveExtra(), saved);
+  EXPECT_EQ(loaded.acceptance.DraftTop(), learned.acceptance.DraftTop());
+  EXPECT_EQ(loaded.timing.TokensPerSecond(), learned.timing.TokensPerSecond());
+  // A state from a build that kept none: fresh.
+  DraftLearned fresh;
+  EXPECT_TRUE(fresh.LoadExtra("").ok());
+  EXPECT_EQ(fresh.SaveExtra(), DraftLearned().SaveExtra());
+  // Truncated, a count above its reached count, a NaN time: errors, the state as it was.
+  std::string accepted_above = saved;
+  const int64_t big = int64_t{1} << 40;
+  std::memcpy(accepted_above.data() + sizeof(int64_t), &big, sizeof(big));  // first accepted
+  std::string nan_time = saved;
+  const double nan = std::nan("");
+  std::memcpy(nan_time.data() + GraftAcceptance::kBytes, &nan, sizeof(nan));
+  for (const std::string& bad : {saved.substr(0, saved.size() - 1), accepted_above, nan_time}) {
+    DraftLearned d;
+    EXPECT_FALSE(d.LoadExtra(bad).ok());
+    EXPECT_EQ(d.SaveExtra(), DraftLearned().SaveExtra());
+  }
+  // Decay weighs the counts down, never an accepted count above its reached one.
+  loaded.Decay(0.5);
+  EXPECT_NE(loaded.SaveExtra(), saved);
+  DraftLearned again;
+  EXPECT_TRUE(again.LoadExtra(loaded.SaveExtra()).ok());
 }
 
 TEST(TreeGrower, BudgetOneDraftsNothingAndForeignProposalsAreIgnored) {
