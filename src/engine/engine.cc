@@ -125,6 +125,7 @@ Status Engine::SaveLearned() {
 void Engine::SetCostCurve(const std::vector<CostSample>& curve) {
   cost_curve_ = curve;
   observed_ = ObservedCosts(curve);
+  observed_.Seed(prior_costs_);
   choosers_.clear();
 }
 
@@ -136,6 +137,7 @@ std::vector<int64_t> Engine::ChosenBudgets(const SpecParams& spec) const {
 void Engine::LearnPassCosts(std::vector<CostSample> prior) {
   learn_costs_ = true;
   prior_costs_ = std::move(prior);
+  observed_.Seed(prior_costs_);
 }
 
 std::vector<CostSample> Engine::CostCurve() const {
@@ -249,6 +251,11 @@ StatusOr<GenerateResult> Engine::Generate(std::span<const int32_t> prompt,
   in.anchor = first;
   in.anchor_prev = prompt.back();
   IdleDrafter idle;
+  // Drafters that cut their own trees try a neighbouring size now and then
+  // (ObservedCosts::ExploreCurve): one cycle in kExploreEvery, above and below in turn.
+  constexpr int kExploreEvery = 8;
+  int own_cycles = 0, last_size = 1;
+  std::vector<CostSample> explore;
 
   while (!stopped && static_cast<int>(out.size()) < params.n_predict) {
     const int n_past = ctx_->n_past();
@@ -271,6 +278,11 @@ StatusOr<GenerateResult> Engine::Generate(std::span<const int32_t> prompt,
       if (own_sizes) {
         in.budget = chooser->max_budget();
         in.cost = &chooser->samples();
+        if (++own_cycles % kExploreEvery == 0) {
+          const bool up = own_cycles / kExploreEvery % 2 == 1;
+          explore = ObservedCosts::ExploreCurve(chooser->samples(), last_size, up);
+          in.cost = &explore;
+        }
       } else if (chooser) {
         in.budget = chooser->Choose(learned.stats, learned.budgets);
       }
@@ -331,6 +343,7 @@ StatusOr<GenerateResult> Engine::Generate(std::span<const int32_t> prompt,
     } else if (ask) {
       idle.Drafted();
     }
+    if (ask) last_size = tree.size();
     AccumulateStats(tree, proposal.route, acc, &result.stats);
     AccumulateDraftWork(proposal.work, &result.stats);
     if (params.on_cycle) params.on_cycle(proposal, acc);

@@ -24,6 +24,10 @@ void ObservedCosts::Record(int nodes, double seconds) {
   ++cycles_;
 }
 
+void ObservedCosts::Seed(const std::vector<CostSample>& prior) {
+  for (const CostSample& p : prior) Record(p.nodes, p.seconds);
+}
+
 std::vector<CostSample> ObservedCosts::Medians() const {
   std::vector<CostSample> out;
   for (size_t n = 1; n < seconds_.size(); ++n) {
@@ -42,6 +46,24 @@ std::vector<CostSample> ObservedCosts::Curve(const std::vector<CostSample>& prio
     if (std::none_of(observed.begin(), observed.end(), same)) observed.push_back(p);
   }
   return CorrectCostCurve(calibrated_, observed);
+}
+
+std::vector<CostSample> ObservedCosts::ExploreCurve(const std::vector<CostSample>& curve,
+                                                    int last_size, bool up) {
+  std::vector<CostSample> out;
+  double below = 0;  // the cost of the largest size up to last_size
+  for (const CostSample& c : curve) {
+    if (up && c.nodes > last_size) {
+      if (below <= 0) return curve;
+      out.push_back({c.nodes, below});
+      return out;
+    }
+    if (c.nodes <= last_size) below = c.seconds;
+    out.push_back(c);
+  }
+  if (up) return curve;
+  while (!out.empty() && out.back().nodes >= last_size) out.pop_back();
+  return !out.empty() && out.back().nodes >= 2 ? out : curve;
 }
 
 }  // namespace goose

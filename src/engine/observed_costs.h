@@ -13,6 +13,11 @@
 //   moment. A median of 64 cycles took ~2 runs to follow a flip; 16 cycles take half a second.
 //   (Times relative to the machine's recent speed were tried: they assume every size slows
 //   alike, and here made 8-node cycles look 1.3x dearer than they were.)
+// - ExploreCurve(): for the drafters that cut their own trees on the curve (tuned GOOSE, graft),
+//   which never try a size the curve prices out: a curve that makes them build the calibrated
+//   size next above (up) or below the last cycle's, so that a figure taken in a slow moment
+//   cannot keep a size out for good (graft on the 0.44B-cost pair: 8-node cycles timed at 26 ms
+//   once, 20 ms now, and every later run cut its trees to 4 nodes at 0.95x goose's speed).
 #pragma once
 
 #include <cstddef>
@@ -30,9 +35,18 @@ class ObservedCosts {
   ObservedCosts() = default;
   explicit ObservedCosts(const std::vector<CostSample>& calibrated);
   void Record(int nodes, double seconds);
+  // The prior (medians of earlier runs) counts as one cycle of each of its sizes, so that a size
+  // run now and then (explored) has its kMinCycles sooner.
+  void Seed(const std::vector<CostSample>& prior);
   std::vector<CostSample> Medians() const;
   std::vector<CostSample> Curve(const std::vector<CostSample>& prior) const;
   size_t cycles() const { return cycles_; }
+
+  // `curve` (sorted, as Curve gives it) cut at the explored size e: up, e = the first size above
+  // `last_size`, priced as the largest size up to last_size; down, e = the last size below it
+  // (at least 2). `curve` itself when there is no such size.
+  static std::vector<CostSample> ExploreCurve(const std::vector<CostSample>& curve, int last_size,
+                                              bool up);
 
  private:
   std::vector<CostSample> calibrated_;

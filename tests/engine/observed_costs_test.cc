@@ -57,6 +57,35 @@ TEST(ObservedCosts, PriorFillsWhatThisRunHasNotTimed) {
   for (size_t i = 1; i < c.size(); ++i) EXPECT_LE(c[i - 1].seconds, c[i].seconds);
 }
 
+TEST(ObservedCosts, PriorCountsAsOneCycle) {
+  ObservedCosts o(kCalibrated);
+  o.Seed({{8, 80e-3}});
+  for (int i = 0; i < 3; ++i) o.Record(8, 50e-3);
+  EXPECT_NEAR(At(o.Medians(), 8), 50e-3, 1e-6);  // 4 cycles: the prior and 3 new
+}
+
+// A size priced out by one slow moment is tried again: up, the next size above the last
+// cycle's at the price of the largest one up to it; down, the curve ends below it.
+TEST(ObservedCosts, ExploreCurveOffersTheNeighbouringSizes) {
+  const std::vector<CostSample> curve = {{1, 10.0}, {2, 11.0}, {4, 12.0}, {8, 30.0}, {16, 50.0}};
+  std::vector<CostSample> up = ObservedCosts::ExploreCurve(curve, 4, true);
+  ASSERT_EQ(up.size(), 4u);
+  EXPECT_EQ(up.back().nodes, 8);
+  EXPECT_EQ(up.back().seconds, 12.0);
+  up = ObservedCosts::ExploreCurve(curve, 6, true);  // a tree cut between sizes
+  EXPECT_EQ(up.back().nodes, 8);
+  EXPECT_EQ(up.back().seconds, 12.0);
+  std::vector<CostSample> down = ObservedCosts::ExploreCurve(curve, 8, false);
+  ASSERT_EQ(down.size(), 3u);
+  EXPECT_EQ(down.back().nodes, 4);
+  EXPECT_EQ(down.back().seconds, 12.0);
+  // Nothing above the largest size, nothing of 2 nodes or more below 2: the curve as it is.
+  EXPECT_EQ(ObservedCosts::ExploreCurve(curve, 16, true).size(), curve.size());
+  EXPECT_EQ(ObservedCosts::ExploreCurve(curve, 2, false).size(), curve.size());
+  EXPECT_EQ(ObservedCosts::ExploreCurve(curve, 1, true).back().nodes, 2);
+  EXPECT_TRUE(ObservedCosts::ExploreCurve({}, 4, true).empty());
+}
+
 TEST(ObservedCosts, IgnoresWhatNoCurveCovers) {
   ObservedCosts o(kCalibrated);
   for (int i = 0; i < 10; ++i) {
