@@ -31,8 +31,8 @@
 #include <vector>
 
 #include "engine/budget_chooser.h"
-#include "engine/observed_costs.h"
 #include "engine/learned_cache.h"
+#include "engine/observed_costs.h"
 #include "method/method.h"
 #include "model/model.h"
 #include "sample/sampler.h"
@@ -170,7 +170,6 @@ class Engine {
   bool learn_costs_ = false;             // LearnPassCosts
   std::vector<CostSample> prior_costs_;  // LearnPassCosts' prior
   ObservedCosts observed_;               // what this engine's decode cycles take
-
   std::map<std::string, BudgetChooser> choosers_;  // --budget auto, by SpecVariantKey
   SpecStats total_;
 };

@@ -171,9 +171,12 @@ Status GraftAcceptance::Load(std::string_view bytes) {
 }
 
 void GraftAcceptance::Scale(double factor) {
-  ForEachCount(*this, [factor](Count& c) {
-    c.reached = static_cast<int64_t>(static_cast<double>(c.reached) * factor);
-    c.accepted = std::min(c.reached, static_cast<int64_t>(static_cast<double>(c.accepted) * factor));
+  auto scaled = [factor](int64_t v) {
+    return static_cast<int64_t>(static_cast<double>(v) * factor);
+  };
+  ForEachCount(*this, [&](Count& c) {
+    c.reached = scaled(c.reached);
+    c.accepted = std::min(c.reached, scaled(c.accepted));
   });
 }
 
