@@ -32,6 +32,7 @@ import argparse
 import gzip
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -56,6 +57,12 @@ def prompts(name, first, count):
     else:
         sys.exit(f"measure-e2e: unknown data set '{name}'")
     return rows[first:first + count]
+
+
+def replace_dir(src, dst):
+    """dst becomes a copy of src."""
+    shutil.rmtree(dst, ignore_errors=True)
+    shutil.copytree(src, dst)
 
 
 def generate(a, model, prompt, spec, budget, extra, cache):
@@ -119,13 +126,13 @@ def main():
                         "stories260K.gguf"), "--like", a.like, "-o", model], check=True)
     start = time.monotonic()
     caches = os.path.join(a.work, "caches")
-    subprocess.run(["rm", "-rf", caches], check=True)
+    shutil.rmtree(caches, ignore_errors=True)
     warmup = prompts("tinystories", 100, a.warmup)  # not the measured ones
     generate(a, model, warmup[0], "goose", "auto", ["--no-table-cache"], f"{caches}/curve")
     cache_of = {}
     for label, spec, budget, extra in configs:
         cache_of[label] = f"{caches}/{label.replace(' ', '-')}"
-        subprocess.run(["cp", "-r", f"{caches}/curve", cache_of[label]], check=True)
+        replace_dir(f"{caches}/curve", cache_of[label])
         for i, text in enumerate(warmup):
             print(f"\rwarm-up {label} {i + 1}/{a.warmup}   ", end="", file=sys.stderr, flush=True)
             generate(a, model, text, spec, budget, extra, cache_of[label])
@@ -138,17 +145,14 @@ def main():
         for i, text in enumerate(prompts(ds, 0, a.n)):
             # Repeats start from what each config had learned before the prompt (its text is
             # not yet in the table), in rotated orders (no config always runs after another).
-            for label in cache_of:
-                subprocess.run(["rm", "-rf", cache_of[label] + ".before"], check=True)
-                subprocess.run(["cp", "-r", cache_of[label], cache_of[label] + ".before"],
-                               check=True)
+            if a.repeat > 1:
+                for label in cache_of:
+                    replace_dir(cache_of[label], cache_of[label] + ".before")
             for rep in range(a.repeat):
                 k = rep % len(configs)
                 for label, spec, budget, extra in configs[k:] + configs[:k]:
                     if rep > 0:
-                        subprocess.run(["rm", "-rf", cache_of[label]], check=True)
-                        subprocess.run(["cp", "-r", cache_of[label] + ".before", cache_of[label]],
-                                       check=True)
+                        replace_dir(cache_of[label] + ".before", cache_of[label])
                     r = generate(a, model, text, spec, budget, extra, cache_of[label])
                     runs.append((ds, i, label, r))
                     print(f"\r{len(runs)}/{total} runs", end="", file=sys.stderr, flush=True)

@@ -57,7 +57,7 @@ std::vector<CostSample> CorrectCostCurve(const std::vector<CostSample>& calibrat
   // An unobserved size scales like the nearest observed one below it (with none below, like the
   // nearest one above it). Not capped at its calibrated time: when the machine is slower than at
   // calibration, a capped size looked cheaper than its neighbours, was tried in every run
-  // (1.5B-cost model: 12- and 16-node trees at 1.4x an 8-node cycle) and never timed 8 times.
+  // (1.5B-cost model: 12- and 16-node trees at 1.4x an 8-node cycle), never timed enough.
   for (size_t i = 0; i < out.size(); ++i) {
     if (seen[i] > 0) {
       out[i].seconds = seen[i];
