@@ -156,6 +156,8 @@ Status GraftAcceptance::Load(std::string_view bytes) {
     return Status::Error("draft acceptance counts: " + std::to_string(bytes.size()) +
                          " bytes, expected " + std::to_string(kBytes));
   }
+  // (A bound far above any real count, so that counting on can never overflow.)
+  constexpr int64_t kMaxCount = int64_t{1} << 50;
   GraftAcceptance loaded;
   const char* at = bytes.data();
   bool sane = true;
@@ -163,9 +165,9 @@ Status GraftAcceptance::Load(std::string_view bytes) {
     std::memcpy(&c.reached, at, sizeof(int64_t));
     std::memcpy(&c.accepted, at + sizeof(int64_t), sizeof(int64_t));
     at += 2 * sizeof(int64_t);
-    sane = sane && c.accepted >= 0 && c.reached >= c.accepted;
+    sane = sane && c.accepted >= 0 && c.reached >= c.accepted && c.reached <= kMaxCount;
   });
-  if (!sane) return Status::Error("draft acceptance counts: a count is negative or above reached");
+  if (!sane) return Status::Error("draft acceptance counts: a count out of range");
   *this = loaded;
   return Status::Ok();
 }

@@ -25,7 +25,7 @@
 // committed tokens; TokensPerSecond() = tokens / seconds, 0 before the first cycle.
 //
 // Both persist (engine/learned_cache.h, through DraftLearned): Save() gives kBytes bytes; Load()
-// checks the size and every figure (counts >= 0 with accepted <= reached; times finite, >= 0)
+// checks the size and every figure (0 <= accepted <= reached <= 2^50; times finite, >= 0)
 // and leaves the object unchanged on error. Scale() weighs the counts down (older evidence).
 #pragma once
 

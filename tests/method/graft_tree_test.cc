@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <map>
 #include <string>
@@ -227,14 +228,19 @@ TEST(DraftLearned, StateRoundTripsAndDamageIsRefused) {
   DraftLearned fresh;
   EXPECT_TRUE(fresh.LoadExtra("").ok());
   EXPECT_EQ(fresh.SaveExtra(), DraftLearned().SaveExtra());
-  // Truncated, a count above its reached count, a NaN time: errors, the state as it was.
+  // Truncated, a count above its reached count or near overflow, a NaN time: errors, the state
+  // as it was.
   std::string accepted_above = saved;
   const int64_t big = int64_t{1} << 40;
   std::memcpy(accepted_above.data() + sizeof(int64_t), &big, sizeof(big));  // first accepted
+  std::string huge_reached = saved;
+  const int64_t huge = INT64_MAX;  // one more reached node would overflow
+  std::memcpy(huge_reached.data(), &huge, sizeof(huge));
   std::string nan_time = saved;
   const double nan = std::nan("");
   std::memcpy(nan_time.data() + GraftAcceptance::kBytes, &nan, sizeof(nan));
-  for (const std::string& bad : {saved.substr(0, saved.size() - 1), accepted_above, nan_time}) {
+  for (const std::string& bad :
+       {saved.substr(0, saved.size() - 1), accepted_above, huge_reached, nan_time}) {
     DraftLearned d;
     EXPECT_FALSE(d.LoadExtra(bad).ok());
     EXPECT_EQ(d.SaveExtra(), DraftLearned().SaveExtra());
