@@ -8,6 +8,8 @@
 
 #include "draft/context_matcher.h"
 #include "method/acceptance_tracker.h"
+#include "method/cycle_rate.h"
+#include "method/draft_model.h"
 #include "method/table_drafter.h"
 #include "method/value_calibration.h"
 #include "tree/best_first_builder.h"
@@ -82,6 +84,9 @@ class GoosePaperDrafter : public GooseDrafterBase {
 struct TunedLearned : Learned {
   AcceptanceTracker acceptance;  // per-edge acceptance of every tuned-GOOSE tree so far
   ValueCalibration calibration;  // the tree values against what the walk accepted
+  // The rate of the cycles, for the cut under --budget auto. Not persisted: a run learns it in
+  // a few cycles, and until then the cut falls back to each cycle's own tokens per second.
+  CycleRate rate;
 
   std::string SaveExtra() const override { return acceptance.Save() + calibration.Save(); }
   Status LoadExtra(std::string_view bytes) override;
@@ -103,6 +108,7 @@ class GooseTunedDrafter : public GooseDrafterBase {
     Proposal p;
     p.tree.Reset(in.anchor);
     spine_class_ = -1;
+    cycle_start_ = NowSeconds();
     const ContextMatcher::Spine spine = matcher_.ProposeSpine();
     if (!spine.tokens.empty() || table_.HasSuccessors(in.anchor, in.anchor_prev)) {
       BestFirstParams bf;
@@ -113,6 +119,7 @@ class GooseTunedDrafter : public GooseDrafterBase {
       if (in.cost != nullptr && !in.cost->empty()) {
         node_scale_ = learned_.calibration.NodeScale(in.cost->back().nodes);
         bf.node_scale = node_scale_;
+        bf.rate = learned_.rate.TokensPerSecond();
       }
       p.tree = BuildBestFirstTree(in.anchor, in.anchor_prev, spine.tokens,
                                   learned_.acceptance.model(), table_, bf, &values_);
@@ -125,6 +132,10 @@ class GooseTunedDrafter : public GooseDrafterBase {
   void Observe(const CycleInput& in, const Proposal& p, const Context& ctx,
                const AcceptResult& accepted) override {
     TableDrafter::Observe(in, p, ctx, accepted);
+    if (cycle_start_ >= 0) {
+      learned_.rate.Add(NowSeconds() - cycle_start_, static_cast<int>(accepted.tokens.size()));
+    }
+    cycle_start_ = -1;
     // Not after the engine's plain steps, which this drafter did not propose.
     if (spine_class_ >= 0 && p.route != Route::kAr) {
       learned_.acceptance.Update(p.tree, accepted, spine_class_);
@@ -143,6 +154,7 @@ class GooseTunedDrafter : public GooseDrafterBase {
   std::vector<double> node_scale_;  // the value calibration the last tree was sized with
   bool unigram_extras_;
   int spine_class_ = -1;  // match class of the last proposed tree (-1: none)
+  double cycle_start_ = -1;  // when the open cycle's Propose began (-1: none open)
 };
 
 class Goose : public Method {

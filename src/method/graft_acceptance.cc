@@ -9,7 +9,6 @@ namespace goose {
 namespace {
 constexpr double kPriorWeight = 4.0;
 constexpr double kContextPrior[GraftAcceptance::kContextClasses] = {0.8, 0.6, 0.5};
-constexpr double kEma = 1.0 / 16;
 // Prior factor for a retrieved token the draft model saw and did not rank in its top-k.
 constexpr double kOverruled = 0.25;
 
@@ -108,20 +107,6 @@ double DraftTiming::RowSeconds() const {
   return b;
 }
 
-void DraftTiming::AddCycle(double seconds, int tokens) {
-  if (cycles++ == 0) {
-    cycle_seconds = seconds;
-    cycle_tokens = tokens;
-    return;
-  }
-  cycle_seconds += kEma * (seconds - cycle_seconds);
-  cycle_tokens += kEma * (tokens - cycle_tokens);
-}
-
-double DraftTiming::TokensPerSecond() const {
-  return cycles > 0 && cycle_seconds > 0 ? cycle_tokens / cycle_seconds : 0.0;
-}
-
 template <class Self, class F>
 void GraftAcceptance::ForEachCount(Self& self, F f) {
   for (auto& a : self.draft_) {
@@ -183,8 +168,8 @@ void GraftAcceptance::Scale(double factor) {
 }
 
 std::string DraftTiming::Save() const {
-  const double v[9] = {cycle_seconds, cycle_tokens, static_cast<double>(passes),
-                       static_cast<double>(cycles), n_, sr_, st_, srr_, srt_};
+  const double v[9] = {cycle.seconds, cycle.tokens, static_cast<double>(passes),
+                       static_cast<double>(cycle.cycles), n_, sr_, st_, srr_, srt_};
   return std::string(reinterpret_cast<const char*>(v), sizeof(v));
 }
 
@@ -196,8 +181,8 @@ Status DraftTiming::Load(std::string_view bytes) {
     if (!std::isfinite(x) || x < 0 || x > 1e15) return Status::Error("draft timing: bad figure");
   }
   DraftTiming t;
-  t.cycle_seconds = v[0], t.cycle_tokens = v[1];
-  t.passes = static_cast<int64_t>(v[2]), t.cycles = static_cast<int64_t>(v[3]);
+  t.cycle.seconds = v[0], t.cycle.tokens = v[1];
+  t.passes = static_cast<int64_t>(v[2]), t.cycle.cycles = static_cast<int64_t>(v[3]);
   t.n_ = v[4], t.sr_ = v[5], t.st_ = v[6], t.srr_ = v[7], t.srt_ = v[8];
   *this = t;
   return Status::Ok();

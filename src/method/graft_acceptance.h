@@ -20,9 +20,7 @@
 //
 // DraftTiming: what a draft pass costs as a line in the rows it scores, t(r) = a + b r, fitted
 // by least squares over exponentially decayed sums (weight 1/32 per new pass; a single row size
-// seen so far gives b = 0), and exponential moving averages (weight 1/16, the first sample as
-// is) of a cycle's seconds (Propose to Observe: drafting, the target pass, the walk) and
-// committed tokens; TokensPerSecond() = tokens / seconds, 0 before the first cycle.
+// seen so far gives b = 0), and the rate of its cycles (method/cycle_rate.h).
 //
 // Both persist (engine/learned_cache.h, through DraftLearned): Save() gives kBytes bytes; Load()
 // checks the size and every figure (0 <= accepted <= reached <= 2^50; times finite, >= 0)
@@ -33,6 +31,7 @@
 #include <string>
 #include <string_view>
 
+#include "method/cycle_rate.h"
 #include "util/status.h"
 
 namespace goose {
@@ -77,17 +76,16 @@ class GraftAcceptance {
 };
 
 struct DraftTiming {
-  double cycle_seconds = 0;
-  double cycle_tokens = 0;
-  int64_t passes = 0, cycles = 0;
+  CycleRate cycle;
+  int64_t passes = 0;
 
   void AddPass(double seconds, int rows);
-  void AddCycle(double seconds, int tokens);
+  void AddCycle(double seconds, int tokens) { cycle.Add(seconds, tokens); }
   // Predicted seconds of a pass over `rows` rows (0 before any pass).
   double PassSeconds(int rows) const;
   // b of the fit: what one more row adds to a pass.
   double RowSeconds() const;
-  double TokensPerSecond() const;
+  double TokensPerSecond() const { return cycle.TokensPerSecond(); }
 
   static constexpr size_t kBytes = 9 * sizeof(double);
   std::string Save() const;

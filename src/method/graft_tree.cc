@@ -1,7 +1,10 @@
 #include "method/graft_tree.h"
 
 #include <algorithm>
+#include <cmath>
 #include <queue>
+
+#include "tree/best_first_builder.h"
 
 namespace goose {
 
@@ -325,14 +328,15 @@ void TreeGrower::GrowPruned(const CycleInput& in, Pick pick, DraftWork* work) {
 size_t TreeGrower::CostSize(const std::vector<int>& sel, const std::vector<CostSample>& cost,
                             double draft_seconds) const {
   size_t best = 1;
-  double best_rate = -1, expected = 1;
+  double best_score = -HUGE_VAL, expected = 1;
   size_t k = 1;
   const std::vector<double> scale = learned_.calibration.NodeScale(static_cast<int>(sel.size()));
+  const double rate = learned_.timing.TokensPerSecond();
   for (const CostSample& c : cost) {
     if (c.nodes < 1 || static_cast<size_t>(c.nodes) > sel.size()) continue;
     for (; k < static_cast<size_t>(c.nodes); ++k) expected += scale[k] * value_[sel[k]];
-    const double rate = expected / (c.seconds + draft_seconds);
-    if (rate > best_rate) best_rate = rate, best = c.nodes;
+    const double score = SizeScore(expected, c.seconds + draft_seconds, rate);
+    if (score > best_score) best_score = score, best = c.nodes;
   }
   return best;
 }

@@ -128,8 +128,9 @@ class TreeGrower {
   // One draft pass over `nodes` (parents first); false when the draft could not score them.
   bool Score(const std::vector<int>& nodes, DraftWork* work);
   // --budget auto (CycleInput::cost): the size of the prefix of `sel` (parents first) among the
-  // curve's measured sizes that maximises expected tokens per second, (1 + the sum of its
-  // values) / (its verify cost + the draft seconds spent this cycle); 1 if none pays.
+  // curve's measured sizes that maximises SizeScore (tree/best_first_builder.h) of its expected
+  // tokens, 1 + the sum of its values, and its seconds, its verify cost + the draft seconds
+  // spent this cycle, at the rate of the cycles so far; 1 if none pays.
   size_t CostSize(const std::vector<int>& sel, const std::vector<CostSample>& cost,
                   double draft_seconds) const;
   // kGraft: the retrieved nodes below the root worth scoring in the root pass (parents first).

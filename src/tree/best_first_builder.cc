@@ -1,6 +1,7 @@
 #include "tree/best_first_builder.h"
 
 #include <algorithm>
+#include <cmath>
 #include <queue>
 
 namespace goose {
@@ -88,20 +89,23 @@ DraftTree BuildBestFirstTree(int32_t anchor, int32_t anchor_prev, std::span<cons
     for (int i = 0; i < cost->back().nodes; ++i) scale_sum.push_back(scale_sum[i] + scale(i));
   }
   int best_size = 1;
-  double best_rate = 0, expected = 1;  // expected tokens of the tree so far
-  size_t next = 0;                      // first cost sample above the current size
+  double best_score = -HUGE_VAL, expected = 1;  // expected tokens of the tree so far
+  size_t next = 0;                               // first cost sample above the current size
+  auto score = [&](double tokens, double seconds) {
+    return SizeScore(tokens, seconds, params.rate);
+  };
   if (cost) {
     while (next < cost->size() && (*cost)[next].nodes <= 1) {
-      if ((*cost)[next].nodes == 1) best_rate = 1 / (*cost)[next].seconds;
+      if ((*cost)[next].nodes == 1) best_score = score(1, (*cost)[next].seconds);
       ++next;
     }
   }
-  // True if some size above the current one could beat best_rate with every further node worth
-  // `top` (values only fall in best-first order, so that bounds them).
+  // True if some size above the current one could beat best_score with every further node
+  // worth `top` (values only fall in best-first order, so that bounds them).
   auto may_pay = [&](double top) {
     for (size_t k = next; k < cost->size(); ++k) {
       const double scales = scale_sum[(*cost)[k].nodes] - scale_sum[tree.size()];
-      if ((expected + top * scales) / (*cost)[k].seconds > best_rate) return true;
+      if (score(expected + top * scales, (*cost)[k].seconds) > best_score) return true;
     }
     return false;
   };
@@ -120,9 +124,9 @@ DraftTree BuildBestFirstTree(int32_t anchor, int32_t anchor_prev, std::span<cons
     if (cost) {
       expected += scale(v) * c.value;
       if (tree.size() == (*cost)[next].nodes) {
-        const double rate = expected / (*cost)[next].seconds;
-        if (rate > best_rate) {
-          best_rate = rate;
+        const double s = score(expected, (*cost)[next].seconds);
+        if (s > best_score) {
+          best_score = s;
           best_size = tree.size();
         }
         ++next;

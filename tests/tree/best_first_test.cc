@@ -141,6 +141,28 @@ TEST(BestFirstTree, CutsAtTheSizeWithTheMostExpectedTokensPerSecond) {
   EXPECT_EQ(BuildBestFirstTree(1, 0, spine, m, table, p).size(), 1);
 }
 
+TEST(BestFirstTree, WithTheRunsRateCutsAtTheMostTokensBeyondWhatTheTimeEarns) {
+  // Node i worth 0.9^i: E(4) = 3.439, E(8) = 5.694, E(12) = 7.174 tokens in 1.2, 1.6, 2.4 s.
+  // This cycle's own best rate is at 8 (3.56 tokens/s against 2.87 and 2.99); but a run at 1.5
+  // tokens/s gains most from 12 (7.174 - 1.5 * 2.4 = 3.57 against 3.29 at 8), and a run at 10
+  // tokens/s from 4 (3.439 - 12 = -8.56 against -10.31 at 8: its time earns more elsewhere).
+  TransitionTable table(64, 10);
+  std::vector<int32_t> spine(20);
+  std::iota(spine.begin(), spine.end(), 10);
+  const EdgeAcceptance m = UniformModel(0.9, 0.0);
+  const std::vector<CostSample> cost = {{1, 1.0}, {4, 1.2}, {8, 1.6}, {12, 2.4}};
+  BestFirstParams p;
+  p.budget = 64;
+  p.cost = &cost;
+  EXPECT_EQ(BuildBestFirstTree(1, 0, spine, m, table, p).size(), 8);
+  p.rate = 1.5;
+  EXPECT_EQ(BuildBestFirstTree(1, 0, spine, m, table, p).size(), 12);
+  p.rate = 10;
+  EXPECT_EQ(BuildBestFirstTree(1, 0, spine, m, table, p).size(), 4);
+  EXPECT_DOUBLE_EQ(SizeScore(3.0, 2.0, 0), 1.5);
+  EXPECT_DOUBLE_EQ(SizeScore(3.0, 2.0, 1.0), 1.0);
+}
+
 TEST(BestFirstTree, NoSpineNoTableGivesRootOnly) {
   TransitionTable table(16, 10);
   const DraftTree tree =
