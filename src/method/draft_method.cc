@@ -34,7 +34,7 @@ class DraftChainDrafter : public Drafter {
     pids_.assign(1, runner_.root_pid());
     int pid = runner_.root_pid();
     while (p.tree.size() < in.budget) {
-      DraftTopK(runner_.logits(pid), runner_.n_vocab(), 1, &top_);
+      runner_.TopK(pid, 1, &top_);
       if (top_.empty() || top_[0].p < kPMin) break;
       const int32_t token = top_[0].token;
       p.tree.Add(token, p.tree.size() - 1, NodeSource::kDraft, 0, top_[0].p);

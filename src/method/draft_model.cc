@@ -113,12 +113,71 @@ Status Turn(std::mutex* mu, F&& pass) {
 
 }  // namespace
 
-DraftRunner::DraftRunner(Context& ctx, std::mutex* pool_turn) : ctx_(ctx), pool_turn_(pool_turn) {}
+DraftRunner::DraftRunner(Context& ctx, std::mutex* pool_turn, int shortlist)
+    : ctx_(ctx), pool_turn_(pool_turn) {
+  const int n_vocab = ctx.model().config().n_vocab;
+  if (shortlist == kDefaultShortlist) {
+    shortlist = n_vocab >= kShortlistMinVocab ? n_vocab / 4 : 0;
+  }
+  shortlist_ = (std::max(shortlist, 0) + 15) / 16 * 16;
+  if (shortlist_ >= n_vocab) shortlist_ = 0;
+}
 
 void DraftRunner::Begin(std::span<const int32_t> prompt) {
   seq_.assign(prompt.begin(), prompt.end());
   ctx_.Truncate(0);
   n_chain_ = n_pending_ = last_pass_pid_ = 0;
+  listed_ = 0;
+  if (shortlist_ == 0) {
+    ctx_.SetLogitTokens({});
+    return;
+  }
+  // The prompt's tokens, then the lowest ids.
+  const int n_vocab = ctx_.model().config().n_vocab;
+  column_of_.assign(n_vocab, -1);
+  std::vector<int32_t> tokens;
+  for (int32_t t : prompt) {
+    if (static_cast<int>(tokens.size()) == shortlist_) break;
+    if (t < 0 || t >= n_vocab || column_of_[t] >= 0) continue;
+    column_of_[t] = static_cast<int32_t>(tokens.size());
+    tokens.push_back(t);
+  }
+  listed_ = prompt.size();
+  unseen_.clear();
+  is_unseen_.assign(shortlist_, 0);
+  for (int32_t t = 0; t < n_vocab && static_cast<int>(tokens.size()) < shortlist_; ++t) {
+    if (column_of_[t] >= 0) continue;
+    column_of_[t] = static_cast<int32_t>(tokens.size());
+    unseen_.push_back(column_of_[t]);
+    is_unseen_[column_of_[t]] = 1;
+    tokens.push_back(t);
+  }
+  ctx_.SetLogitTokens(tokens);
+}
+
+void DraftRunner::ListSeen() {
+  const int n_vocab = static_cast<int>(column_of_.size());
+  for (; listed_ < seq_.size() && shortlist_ > 0; ++listed_) {
+    const int32_t t = seq_[listed_];
+    if (t < 0 || t >= n_vocab) continue;
+    if (column_of_[t] >= 0) {
+      is_unseen_[column_of_[t]] = 0;  // seen now: its column stays
+      continue;
+    }
+    while (!unseen_.empty() && !is_unseen_[unseen_.back()]) unseen_.pop_back();
+    if (unseen_.empty()) continue;
+    const int32_t j = unseen_.back();
+    unseen_.pop_back();
+    is_unseen_[j] = 0;
+    column_of_[ctx_.logit_token(j)] = -1;
+    column_of_[t] = j;
+    ctx_.SetLogitToken(j, t);
+  }
+}
+
+void DraftRunner::TopK(int pid, int k, std::vector<DraftToken>* out) const {
+  DraftTopK(logits(pid), ctx_.n_logits(), k, out);
+  for (DraftToken& d : *out) d.token = ctx_.logit_token(d.token);
 }
 
 void DraftRunner::ObservePrefill(std::span<const int32_t> prompt, int i0, int i1,
@@ -149,6 +208,7 @@ bool DraftRunner::BeginCycle(DraftWork* work, std::span<const int32_t> extra,
   ctx_.Truncate(ctx_.n_past());
   n_chain_ = n_pending_ = last_pass_pid_ = n_extra_ = 0;
   GOOSE_CHECK(extra.size() == extra_parents.size());
+  ListSeen();  // (between cycles: no logits of this cycle are read yet)
   const int n_seq = static_cast<int>(seq_.size());
   if (n_seq == 0) return false;
   if (ctx_.n_past() > n_seq - 1) ctx_.Truncate(n_seq - 1);  // never holds the anchor

@@ -21,6 +21,15 @@
 //   the drafter (a plain step) loses nothing: the cache is cut back to what it holds for sure
 //   and the next BeginCycle feeds the rest.
 // - Timing: every pass's wall time goes into the cycle's DraftWork (passes, rows, seconds).
+// - Vocabulary shortlist (FR-Spec's idea): the draft's logits cover `shortlist` tokens only
+//   (Context::SetLogitTokens), at first the prompt's tokens and then the lowest ids (BPE and
+//   SentencePiece vocabularies number frequent pieces first); every token the target commits
+//   takes the column of the highest-id token not seen in the request, while there is one.
+//   TopK is over those columns: the draft never proposes another token (drafts are only
+//   proposals: the output does not change). Default: a quarter of the vocabulary when it has
+//   kShortlistMinVocab tokens or more, else all of it. Why: a small draft's output matrix is
+//   most of what it reads per token (45M-cost drafter of a 32000-token vocabulary: 17 of 28
+//   MB), read again every cycle after the target's pass has evicted it.
 #pragma once
 
 #include <cstdint>
@@ -52,8 +61,13 @@ double NowSeconds();
 
 class DraftRunner {
  public:
+  static constexpr int kShortlistMinVocab = 4096;
+  static constexpr int kDefaultShortlist = -1;
   // pool_turn: held around every draft pass when the pool is shared (DrafterEnv::pool_mu).
-  explicit DraftRunner(Context& ctx, std::mutex* pool_turn = nullptr);
+  // shortlist: tokens the logits cover (rounded up to a multiple of 16; 0 or >= the vocabulary:
+  // all of it; kDefaultShortlist: see the contract).
+  explicit DraftRunner(Context& ctx, std::mutex* pool_turn = nullptr,
+                       int shortlist = kDefaultShortlist);
 
   // The request's prompt, before its prefill; ObservePrefill scores prompt[i0, i1) into the
   // draft cache as the target's prefill does (errors leave the rest to the first catch-up).
@@ -77,8 +91,12 @@ class DraftRunner {
   // this pass before them). Returns the pid of tokens[0], or -1 if there is no room for it.
   int Score(std::span<const int32_t> tokens, std::span<const int32_t> parent_pids,
             DraftWork* work);
-  // Logits of a pid scored by the last pass (BeginCycle or Score).
+  // Logits of a pid scored by the last pass (BeginCycle or Score): [n_logits()], column j
+  // scoring token ctx.logit_token(j).
   const float* logits(int pid) const;
+  // DraftTopK of that row, as token ids.
+  void TopK(int pid, int k, std::vector<DraftToken>* out) const;
+  int shortlist() const { return shortlist_; }  // 0: the whole vocabulary
   bool in_last_pass(int pid) const { return pid >= last_pass_pid_ && pid < n_pending_; }
   // Free slots for more pending nodes.
   int room() const;
@@ -87,13 +105,18 @@ class DraftRunner {
   void EndCycle(std::span<const int32_t> accepted_pids);
 
   const Model& model() const { return ctx_.model(); }
-  int n_vocab() const { return ctx_.model().config().n_vocab; }
   const std::vector<int32_t>& seq() const { return seq_; }
 
  private:
+  void ListSeen();  // seq's tokens since the last call into the shortlist
   Context& ctx_;
   std::mutex* pool_turn_;
   std::vector<int32_t> seq_;
+  int shortlist_ = 0;
+  std::vector<int32_t> column_of_;  // [n_vocab]: a token's logit column, -1: none
+  std::vector<int32_t> unseen_;     // columns of tokens not seen, the highest id last (lazily:
+  std::vector<uint8_t> is_unseen_;  // a column in unseen_ whose flag is 0 was seen since)
+  size_t listed_ = 0;               // seq_ tokens already in the shortlist
   int n_chain_ = 0;        // catch-up chain of the current cycle (0: no cycle open)
   int n_pending_ = 0;      // pending nodes of the current cycle
   int last_pass_pid_ = 0;  // first pid of the last pass

@@ -101,7 +101,7 @@ int TreeGrower::AddChild(int parent, int32_t token) {
 
 void TreeGrower::AddDraftChildren(int u) {
   if (pool_[u].depth >= params_.max_depth) return;
-  DraftTopK(runner_.logits(pool_[u].pid), runner_.n_vocab(), params_.top_k, &topk_);
+  runner_.TopK(pool_[u].pid, params_.top_k, &topk_);
   for (int r = 0; r < static_cast<int>(topk_.size()); ++r) {
     const int c = AddChild(u, topk_[r].token);
     Node& n = pool_[c];

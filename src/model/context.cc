@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "model/model.h"
+#include "ops/row_subset.h"
 #include "util/aligned.h"
 #include "util/check.h"
 #include "util/large_buffer.h"
@@ -76,7 +77,11 @@ struct Context::Impl {
   AlignedVector<float> tmp;     // [N, n_embd]
   AlignedVector<float> gate;    // [N, n_ff]
   AlignedVector<float> up;      // [N, n_ff]
-  AlignedVector<float> logits;  // [N, n_vocab]
+  AlignedVector<float> logits;  // [N, n_vocab], of which [N, n_logits] used
+  // SetLogitTokens: the tokens of the logit columns and the output matrix's rows for them
+  // (empty: all).
+  std::vector<int32_t> logit_tokens;
+  RowSubset output_rows;
   AlignedVector<float> rope;    // [N, n_rot]: cos[n_rot/2] then sin[n_rot/2]
   AlignedVector<float> rope_swa;  // [N, n_rot]: the same for window layers with their own base
   bool rope_swa_differs = false;  // the window layers' RoPE base or scale differs
@@ -122,7 +127,31 @@ Context::~Context() = default;
 
 const float* Context::logits(int i) const {
   GOOSE_CHECK(i >= 0 && i < n_batch_);
-  return impl_->logits.data() + static_cast<size_t>(i) * model_.config().n_vocab;
+  return impl_->logits.data() + static_cast<size_t>(i) * n_logits();
+}
+
+void Context::SetLogitTokens(std::span<const int32_t> tokens) {
+  for (int32_t t : tokens) GOOSE_CHECK(t >= 0 && t < model_.config().n_vocab);
+  impl_->logit_tokens.assign(tokens.begin(), tokens.end());
+  impl_->output_rows.Assign(model_.output(), tokens);
+  n_batch_ = 0;  // the last pass's logits no longer read as these columns
+}
+
+void Context::SetLogitToken(int j, int32_t token) {
+  GOOSE_CHECK(j >= 0 && j < static_cast<int>(impl_->logit_tokens.size()));
+  GOOSE_CHECK(token >= 0 && token < model_.config().n_vocab);
+  impl_->logit_tokens[j] = token;
+  impl_->output_rows.Set(j, token);
+  n_batch_ = 0;
+}
+
+int Context::n_logits() const {
+  return impl_->logit_tokens.empty() ? model_.config().n_vocab
+                                     : static_cast<int>(impl_->logit_tokens.size());
+}
+
+int32_t Context::logit_token(int j) const {
+  return impl_->logit_tokens.empty() ? j : impl_->logit_tokens[j];
 }
 
 Status Context::ForwardChain(std::span<const int32_t> tokens) {
@@ -410,9 +439,10 @@ Status Context::ForwardPending(std::span<const int32_t> tokens, std::span<const 
     RmsNorm(s.x.data() + i * c.n_embd, model_.output_norm(), c.n_embd, c.rms_eps,
             s.xn.data() + i * c.n_embd);
   });
-  MatMul(model_.output(), s.xn.data(), n, s.logits.data(), pool_);
+  MatMul(s.logit_tokens.empty() ? model_.output() : s.output_rows.matrix(), s.xn.data(), n,
+         s.logits.data(), pool_);
   if (c.final_softcap > 0) {
-    ForElements(pool_, static_cast<int64_t>(n) * c.n_vocab, [&](int64_t lo, int64_t hi) {
+    ForElements(pool_, static_cast<int64_t>(n) * n_logits(), [&](int64_t lo, int64_t hi) {
       SoftCap(s.logits.data() + lo, static_cast<int>(hi - lo), c.final_softcap);
     });
   }

@@ -129,8 +129,17 @@ class Context {
   // prefix). Like Forward it commits nothing; KeepAll() (or KeepPath) commits.
   Status ForwardChain(std::span<const int32_t> tokens);
 
-  // Logits of batch row i of the last Forward: [n_vocab].
+  // Logits of batch row i of the last Forward: [n_logits()], column j scoring token
+  // logit_token(j).
   const float* logits(int i) const;
+  // Logits over part of the vocabulary (a drafter's shortlist, which needs no others): column j
+  // scores token tokens[j], with the bits the whole vocabulary's column for it has; empty:
+  // the whole vocabulary (column j is token j). Applies from the next Forward. SetLogitToken
+  // changes one column at the cost of 16 (a tile of the output matrix).
+  void SetLogitTokens(std::span<const int32_t> tokens);
+  void SetLogitToken(int j, int32_t token);
+  int n_logits() const;
+  int32_t logit_token(int j) const;
   int n_batch() const { return n_batch_; }
   // Nodes scored since the last commit (all passes of a ForwardExtend series), 0 after a commit.
   int n_pending() const;

@@ -67,12 +67,29 @@ TEST(CheckDraftModel, SameOrPrefixVocabularyPasses) {
 // Cycles as the engine runs them, with random drafts, random accepted paths (scored nodes,
 // then maybe a node the draft never scored), bonus tokens, and plain steps the drafter never
 // sees: at every BeginCycle the root's logits equal one-token decoding over all commits.
-void CheckRunnerFollowsCommits(int n_threads, uint64_t seed) {
+// With a shortlist, the columns must be the whole vocabulary's at their tokens, and every token
+// committed so far must have one while a column of an unseen token is left.
+void CheckRunnerFollowsCommits(int n_threads, uint64_t seed, int shortlist = 0) {
   const Model& m = Tiny();
   const int nv = m.config().n_vocab;
   ThreadPool pool(n_threads);
   Context ctx(m, 512, &pool);
-  DraftRunner runner(ctx);
+  DraftRunner runner(ctx, nullptr, shortlist);
+  ASSERT_EQ(runner.shortlist(), shortlist);
+  const int n_logits = shortlist > 0 ? shortlist : nv;
+  // Reference logits at the columns' tokens.
+  auto columns = [&](const std::vector<float>& all) {
+    std::vector<float> out(n_logits);
+    for (int j = 0; j < n_logits; ++j) out[j] = all[ctx.logit_token(j)];
+    return out;
+  };
+  auto seen_listed = [&](const std::vector<int32_t>& seq) {
+    std::vector<uint8_t> seen(nv, 0);
+    int distinct = 0, listed = 0;
+    for (int32_t t : seq) distinct += !seen[t]++;
+    for (int j = 0; j < n_logits; ++j) listed += seen[ctx.logit_token(j)] != 0;
+    return listed == std::min(distinct, n_logits);
+  };
   SplitMix64 rng(seed);
   auto token = [&] { return static_cast<int32_t>(1 + rng.Below(static_cast<uint64_t>(nv - 1))); };
   std::vector<int32_t> prompt = {1};
@@ -107,8 +124,19 @@ void CheckRunnerFollowsCommits(int n_threads, uint64_t seed) {
     ASSERT_TRUE(runner.BeginCycle(&work, extra, extra_parents));
     ASSERT_GE(work.passes, 1);
     ASSERT_EQ(runner.n_extra(), n_extra);
-    ASSERT_TRUE(BitwiseEqual(runner.logits(runner.root_pid()), Reference(m, seq).data(), nv))
+    ASSERT_EQ(ctx.n_logits(), n_logits);
+    ASSERT_TRUE(seen_listed(seq)) << "a committed token lacks a column while unseen ones are left";
+    ASSERT_TRUE(BitwiseEqual(runner.logits(runner.root_pid()), columns(Reference(m, seq)).data(),
+                             n_logits))
         << "root logits differ from one-token decoding over " << seq.size() << " tokens";
+    std::vector<DraftToken> top;
+    runner.TopK(runner.root_pid(), 4, &top);
+    ASSERT_EQ(top.size(), 4u);
+    for (const DraftToken& d : top) {
+      bool listed = false;
+      for (int j = 0; j < n_logits; ++j) listed |= ctx.logit_token(j) == d.token;
+      ASSERT_TRUE(listed) << "the draft proposed token " << d.token << ", which has no column";
+    }
     ++checked;
     // A random tree over a few passes: (token, parent pid) per node; the extras first.
     std::vector<int32_t> node_token = {seq.back()}, node_pid = {runner.root_pid()},
@@ -120,7 +148,8 @@ void CheckRunnerFollowsCommits(int n_threads, uint64_t seed) {
       std::vector<int32_t> context = seq, below;
       for (int j = i + 1; j > 0; j = node_parent[j]) below.insert(below.begin(), node_token[j]);
       context.insert(context.end(), below.begin(), below.end());
-      ASSERT_TRUE(BitwiseEqual(runner.logits(node_pid.back()), Reference(m, context).data(), nv))
+      ASSERT_TRUE(BitwiseEqual(runner.logits(node_pid.back()), columns(Reference(m, context)).data(),
+                               n_logits))
           << "root-pass guess " << i << " differs from one-token decoding";
     }
     const int passes = static_cast<int>(rng.Below(4));
@@ -160,6 +189,19 @@ void CheckRunnerFollowsCommits(int n_threads, uint64_t seed) {
 TEST(DraftRunner, RootLogitsFollowCommitsBitwise) {
   CheckRunnerFollowsCommits(1, 21);
   CheckRunnerFollowsCommits(2, 22);
+}
+
+TEST(DraftRunner, ShortlistColumnsFollowCommitsBitwise) {
+  CheckRunnerFollowsCommits(2, 23, 128);
+  CheckRunnerFollowsCommits(1, 24, 496);  // (more columns than the run sees tokens)
+}
+
+TEST(DraftRunner, ShortlistDefaultsToAQuarterOfALargeVocabulary) {
+  Context ctx(Tiny(), 64, nullptr);
+  EXPECT_EQ(DraftRunner(ctx).shortlist(), 0) << "512 tokens: the whole vocabulary";
+  EXPECT_EQ(DraftRunner(ctx, nullptr, 100).shortlist(), 112) << "whole tiles of 16";
+  EXPECT_EQ(DraftRunner(ctx, nullptr, 512).shortlist(), 0);
+  EXPECT_EQ(DraftRunner(ctx, nullptr, 0).shortlist(), 0);
 }
 
 TEST(DraftRunner, NoRoomMeansNoPassNotAnError) {
