@@ -133,7 +133,11 @@ const float* Context::logits(int i) const {
 void Context::SetLogitTokens(std::span<const int32_t> tokens) {
   for (int32_t t : tokens) GOOSE_CHECK(t >= 0 && t < model_.config().n_vocab);
   impl_->logit_tokens.assign(tokens.begin(), tokens.end());
-  impl_->output_rows.Assign(model_.output(), tokens);
+  if (tokens.empty()) {
+    impl_->output_rows = RowSubset();  // (the whole output matrix: no copy)
+  } else {
+    impl_->output_rows.Assign(model_.output(), tokens);
+  }
   n_batch_ = 0;  // the last pass's logits no longer read as these columns
 }
 
