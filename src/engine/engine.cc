@@ -87,12 +87,13 @@ Engine::Engine(const Model& model, int n_ctx, ThreadPool* pool,
 
 Engine::~Engine() = default;
 
-Status Engine::SetDraftModel(const Model& draft) {
+Status Engine::SetDraftModel(const Model& draft, int shortlist) {
   GOOSE_RETURN_IF_ERROR(CheckDraftModel(model_, draft, ctx_->n_ctx()));
   draft_ctx_ = std::make_unique<Context>(draft, ctx_->n_ctx(), env_.pool);
   env_.draft = &draft;
   env_.draft_fingerprint = ModelFingerprint(draft);
   env_.draft_ctx = draft_ctx_.get();
+  env_.draft_shortlist = shortlist;
   return Status::Ok();
 }
 

@@ -108,7 +108,8 @@ class Engine {
   // Gives the draft-model methods (Method::needs_draft_model) a draft model, with a KV cache of
   // this engine's context size. Errors (CheckDraftModel, method/draft_model.h): another
   // vocabulary, a context shorter than this engine's. `draft` must outlive the engine.
-  Status SetDraftModel(const Model& draft);
+  // shortlist: the draft's logit columns (DraftRunner, method/draft_model.h; -1: its default).
+  Status SetDraftModel(const Model& draft, int shortlist = -1);
   const Model* draft_model() const { return env_.draft; }
 
   // The verify-cost curve --budget auto chooses on (engine/cost_cache.h measures and caches

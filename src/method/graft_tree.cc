@@ -60,7 +60,7 @@ TreeGrower::TreeGrower(GrowMode mode, const GrowParams& params, Context& draft_c
                        DraftLearned& learned, const TransitionTable* table, std::mutex* pool_turn)
     : mode_(mode),
       params_(params),
-      runner_(draft_ctx, pool_turn),
+      runner_(draft_ctx, pool_turn, params.shortlist),
       learned_(learned),
       table_(table) {}
 

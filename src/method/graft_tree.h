@@ -63,6 +63,7 @@ struct GrowParams {
   int max_depth = 32;
   int max_fresh_matches = 6;  // graft modes: context look-ups below the root per cycle
   int root_guesses = 4;       // kGraft: retrieved nodes scored in the root pass
+  int shortlist = DraftRunner::kDefaultShortlist;  // the draft's logit columns (DraftRunner)
 };
 
 // What a draft-model variant learns across requests besides its statistics (and table), kept

@@ -73,6 +73,8 @@ struct DrafterEnv {
   // Engines that share `pool` (server slots) take turns on it under this mutex for every forward
   // pass, the draft model's too (Engine::set_pool_mutex); null: no lock.
   std::mutex* pool_mu = nullptr;
+  // The draft's vocabulary shortlist (DraftRunner, method/draft_model.h); -1: its default.
+  int draft_shortlist = -1;
 };
 
 struct Learned {

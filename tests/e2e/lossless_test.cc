@@ -36,6 +36,7 @@ struct Case {
   float temp = 0;       // 0: greedy; else sampled with top-p 0.95 (top-k off)
   int top_k = 0;        // sampled only; an extra case keeps top-k 40 on
   int threads = 1;
+  int shortlist = -1;  // the draft's logit columns (DraftRunner); -1: its default
 };
 
 std::string CaseName(const testing::TestParamInfo<Case>& info) {
@@ -48,17 +49,19 @@ std::string CaseName(const testing::TestParamInfo<Case>& info) {
                                           : "_greedy");
   if (info.param.top_k > 0) name += "_topk" + std::to_string(info.param.top_k);
   if (info.param.threads > 1) name += "_t" + std::to_string(info.param.threads);
+  if (info.param.shortlist >= 0) name += "_shortlist" + std::to_string(info.param.shortlist);
   return name;
 }
 
 // Gives `engine` the weak drafter when `variant` needs a draft model; false (and `why`) when
 // it needs one and none can be made.
-bool AttachDrafterIfNeeded(const std::string& variant, Engine& engine, std::string* why) {
+bool AttachDrafterIfNeeded(const std::string& variant, Engine& engine, std::string* why,
+                           int shortlist = -1) {
   SpecParams spec;
   if (!ParseSpecVariant(variant, &spec).ok() || !MethodOf(spec).needs_draft_model()) return true;
   const Model* draft = WeakDrafter(why);
   if (draft == nullptr) return false;
-  const Status st = engine.SetDraftModel(*draft);
+  const Status st = engine.SetDraftModel(*draft, shortlist);
   if (!st.ok()) *why = st.message();
   return st.ok();
 }
@@ -111,7 +114,9 @@ TEST_P(LosslessTest, SpeculativeEqualsPlain) {
   ThreadPool pool(c.threads);
   Engine spec(model, 512, &pool);
   std::string why;
-  if (!AttachDrafterIfNeeded(c.variant, spec, &why)) GTEST_SKIP() << c.variant << ": " << why;
+  if (!AttachDrafterIfNeeded(c.variant, spec, &why, c.shortlist)) {
+    GTEST_SKIP() << c.variant << ": " << why;
+  }
   const int budgets[] = {1, 8, 32, 0};  // 0 = the method's default (paper GOOSE: B0 = 60)
   int64_t passes = 0, generated = 0;
   for (size_t pi = 0; pi < prompts.size(); ++pi) {
@@ -145,6 +150,12 @@ std::vector<Case> AllCases() {
   }
   // The sampler's top-k on, and a second thread count.
   cases.push_back({"tiny", "goose", 0.8f, 40, 2});
+  // The draft's logits over a shortlist of 128 of the tiny vocabulary's 512 tokens (the default
+  // for vocabularies of 4096 tokens or more): the draft proposes fewer tokens, the output is
+  // the same.
+  for (const char* variant : {"draft", "draft-tree+prune", "graft", "graft+paper"}) {
+    for (float temp : {0.0f, 0.8f}) cases.push_back({"tiny", variant, temp, 0, 1, 128});
+  }
   return cases;
 }
 
