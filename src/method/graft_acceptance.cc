@@ -109,21 +109,16 @@ double DraftTiming::RowSeconds() const {
 
 template <class Self, class F>
 void GraftAcceptance::ForEachCount(Self& self, F f) {
-  for (auto& a : self.draft_) {
-    for (auto& b : a) {
-      for (auto& c : b) f(c);
+  auto each = [&f](auto& counts) {  // a [][][] array of counts, in memory order
+    for (auto& a : counts) {
+      for (auto& b : a) {
+        for (auto& c : b) f(c);
+      }
     }
-  }
-  for (auto& a : self.context_) {
-    for (auto& b : a) {
-      for (auto& c : b) f(c);
-    }
-  }
-  for (auto& a : self.table_) {
-    for (auto& b : a) {
-      for (auto& c : b) f(c);
-    }
-  }
+  };
+  each(self.draft_);
+  each(self.context_);
+  each(self.table_);
   f(self.draft_top_);
 }
 
