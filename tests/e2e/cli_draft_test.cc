@@ -16,15 +16,12 @@
 
 #include "e2e_util.h"
 #include "method/weak_drafter.h"
+#include "test_temp.h"
 
 namespace goose {
 namespace {
 
-std::string Temp(const std::string& name) {
-  return (std::filesystem::temp_directory_path() /
-          ("goose_cli_draft_" + std::to_string(getpid()) + "_" + name))
-      .string();
-}
+std::string Temp(const std::string& name) { return ProcessTempPath("cli_draft_" + name); }
 
 RunResult Goose(const std::string& args) { return RunGoose(args); }
 

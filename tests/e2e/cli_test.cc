@@ -14,15 +14,12 @@
 #include <nlohmann/json.hpp>
 
 #include "e2e_util.h"
+#include "test_temp.h"
 
 namespace goose {
 namespace {
 
-std::string TempPath(const std::string& name) {
-  return (std::filesystem::temp_directory_path() /
-          ("goose_cli_" + std::to_string(getpid()) + "_" + name))
-      .string();
-}
+std::string TempPath(const std::string& name) { return ProcessTempPath("cli_" + name); }
 
 std::string GooseBinary() { return std::string(GOOSE_BINARY_DIR) + "/goose"; }
 

@@ -12,6 +12,7 @@
 #include "model/model.h"
 #include "ops/quant.h"
 #include "sample/sampler.h"
+#include "test_temp.h"
 
 namespace goose {
 namespace {
@@ -23,11 +24,7 @@ std::string Shared(const std::string& rel) {
   return std::string(env && *env ? env : GOOSE_SHARED_DIR) + "/" + rel;
 }
 
-std::string Temp(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / ("goose_inflate_" + std::to_string(getpid()));
-  fs::create_directories(dir);
-  return (dir / name).string();
-}
+std::string Temp(const std::string& name) { return ProcessTempPath("inflate_" + name); }
 
 std::unique_ptr<Model> Inflate(const std::string& shape, DType dtype, std::vector<int> drop = {}) {
   InflateParams p;
