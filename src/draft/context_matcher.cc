@@ -11,9 +11,6 @@
 namespace goose {
 namespace {
 
-// Sizes PLD may ask for without a full scan (its default window is 3).
-constexpr int kPldIndexedMax = 3;
-
 // Tokens of pool + extra as one virtual sequence.
 struct View {
   const std::vector<int32_t>& pool;
@@ -59,7 +56,6 @@ Confidence MatchConfidence(int chain_len, bool consensus, int long_match) {
 ContextMatcher::ContextMatcher(MatcherParams params) : params_(std::move(params)) {
   for (int n : params_.ngram_sizes) GOOSE_CHECK(n >= 1);
   indexed_ns_ = params_.ngram_sizes;
-  for (int n = 1; n <= kPldIndexedMax; ++n) indexed_ns_.push_back(n);
   std::sort(indexed_ns_.begin(), indexed_ns_.end());
   indexed_ns_.erase(std::unique(indexed_ns_.begin(), indexed_ns_.end()), indexed_ns_.end());
   index_.resize(indexed_ns_.size());

@@ -19,7 +19,7 @@ class PldDrafter : public Drafter {
   }
 
  private:
-  ContextMatcher matcher_;  // pool = prompt + committed tokens
+  ContextMatcher matcher_{MatcherParams{.ngram_sizes = {3, 2, 1}}};  // prompt + committed tokens
 };
 
 class Pld : public Method {

@@ -298,17 +298,22 @@ TEST(ContextMatcherTest, PldMatchesTheReferenceLoop) {
   int hits = 0;
   for (int trial = 0; trial < 80; ++trial) {
     const int alphabet = 2 + static_cast<int>(rng.Below(8));
-    ContextMatcher m;
+    ContextMatcher m;  // sizes 5, 4, 3 indexed: PLD's 2 and 1 are scanned
+    ContextMatcher pld(MatcherParams{.ngram_sizes = {3, 2, 1}});  // as the pld method has it
     Tokens pool;
     for (int step = 0; step < 15; ++step) {
       const Tokens add = RandomTokens(&rng, 1 + static_cast<int>(rng.Below(8)), alphabet);
       m.Append(add);
+      pld.Append(add);
       pool.insert(pool.end(), add.begin(), add.end());
-      const Tokens got = m.ProposePld();
+      const Tokens got = pld.ProposePld();
       ASSERT_EQ(got, RefPld(pool, 3, 1, 10)) << "trial " << trial << " step " << step;
+      ASSERT_EQ(m.ProposePld(), got);
       hits += !got.empty();
-      ASSERT_EQ(m.ProposePld(6, 2, 4), RefPld(pool, 6, 2, 4));  // n = 6: unindexed, scanned
-      ASSERT_EQ(m.ProposePld(2, 2, 1), RefPld(pool, 2, 2, 1));
+      for (const ContextMatcher* x : {&m, &pld}) {
+        ASSERT_EQ(x->ProposePld(6, 2, 4), RefPld(pool, 6, 2, 4));  // n = 6: unindexed, scanned
+        ASSERT_EQ(x->ProposePld(2, 2, 1), RefPld(pool, 2, 2, 1));
+      }
     }
   }
   EXPECT_GT(hits, 300);
