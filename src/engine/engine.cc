@@ -257,6 +257,8 @@ StatusOr<GenerateResult> Engine::Generate(std::span<const int32_t> prompt,
   constexpr int kExploreEvery = 8;
   int own_cycles = 0, last_size = 1;
   std::vector<CostSample> explore;
+  size_t cost_cycles = 0;
+  auto t_cost = std::chrono::steady_clock::now();
 
   while (!stopped && static_cast<int>(out.size()) < params.n_predict) {
     const int n_past = ctx_->n_past();
@@ -267,6 +269,7 @@ StatusOr<GenerateResult> Engine::Generate(std::span<const int32_t> prompt,
     // The drafter proposes a tree ...
     Proposal proposal;
     const bool ask = !(spec.auto_budget && idle.Skip());
+    bool exploring = false;
     auto t_draft = std::chrono::steady_clock::now();
     if (!ask) {
       in.budget = 1;
@@ -283,6 +286,7 @@ StatusOr<GenerateResult> Engine::Generate(std::span<const int32_t> prompt,
           const bool up = own_cycles / kExploreEvery % 2 == 1;
           explore = ObservedCosts::ExploreCurve(chooser->samples(), last_size, up);
           in.cost = &explore;
+          exploring = true;
         }
       } else if (chooser) {
         in.budget = chooser->Choose(learned.stats, learned.budgets);
@@ -334,14 +338,22 @@ StatusOr<GenerateResult> Engine::Generate(std::span<const int32_t> prompt,
                          &learned.budgets);
       }
     }
-    // Every few passes the curve follows what the cycles take (cheap: medians of <= 16 times).
+    // Every few passes, and at most every kCostUpdateSeconds, the curve follows what the cycles
+    // take: medians of <= 16 times, ~3 us, which on the tiny model was 1% of its 70 us cycles.
     constexpr size_t kCostUpdateEvery = 4;
-    if (chooser && learn_costs_ && observed_.cycles() % kCostUpdateEvery == 0) {
+    constexpr double kCostUpdateSeconds = 0.01;
+    if (chooser && learn_costs_ && observed_.cycles() >= cost_cycles + kCostUpdateEvery &&
+        Seconds(t_cost) >= kCostUpdateSeconds) {
       chooser->SetCost(CostCurve());
+      cost_cycles = observed_.cycles();
+      t_cost = std::chrono::steady_clock::now();
     }
+    // An explored size is the engine's doing, not a sign that the drafter has something now:
+    // on the tiny model every eighth asked cycle explored a 2-node tree, which restarted the idle
+    // drafter's streak each time.
     if (ask && tree.size() == 1) {
       idle.RootOnly(draft_seconds, pass_seconds);
-    } else if (ask) {
+    } else if (ask && !exploring) {
       idle.Drafted();
     }
     if (ask) last_size = tree.size();
