@@ -151,9 +151,13 @@ ContextMatcher::Match ContextMatcher::LongestMatch(std::span<const int32_t> extr
 }
 
 ContextMatch ContextMatcher::Propose(std::span<const int32_t> extra, int max_tokens) const {
+  return Continuation(LongestMatch(extra), extra, max_tokens);
+}
+
+ContextMatch ContextMatcher::Continuation(const Match& m, std::span<const int32_t> extra,
+                                          int max_tokens) const {
   if (max_tokens < 0) max_tokens = params_.max_chain;
   ContextMatch out;
-  const Match m = LongestMatch(extra);
   if (m.n == 0) return out;
   const View v{pool_, extra};
   out.ngram = m.n;
@@ -164,29 +168,34 @@ ContextMatch ContextMatcher::Propose(std::span<const int32_t> extra, int max_tok
 }
 
 bool ContextMatcher::Consensus(std::span<const int32_t> extra) const {
-  const Match m = LongestMatch(extra);
+  return IsConsensus(LongestMatch(extra));
+}
+
+bool ContextMatcher::IsConsensus(const Match& m) {
   return m.n > 0 && m.entry.count >= 2 && m.entry.all_next_same;
 }
 
 ContextMatcher::Spine ContextMatcher::ProposeSpine() const {
   Spine out;
-  const ContextMatch first = Propose();
+  const Match m = LongestMatch({});  // one look-up for the match and its consensus
+  const ContextMatch first = Continuation(m, {}, -1);
   out.tokens = first.tokens;
   out.ngram = first.ngram;
-  out.consensus = Consensus();
+  out.consensus = IsConsensus(m);
   out.confidence =
       MatchConfidence(static_cast<int>(out.tokens.size()), out.consensus, params_.long_match);
   if (!out.confidence.GreaterThan(3, 5)) return out;  // CHAIN_EXTENSION_CONFIDENCE = 0.6
   const int64_t limit = out.confidence.FloorTimes(params_.max_extended_chain);
   const bool saturated = out.confidence.IsOne();
   while (static_cast<int64_t>(out.tokens.size()) < limit) {
-    const ContextMatch next = Propose(out.tokens);
+    const Match mn = LongestMatch(out.tokens);
+    const ContextMatch next = Continuation(mn, out.tokens, -1);
     if (next.tokens.empty()) break;
     bool stop = false;
     if (saturated) {
       // Confidence of this continuation at the drafted position, before appending it.
       const Confidence c = MatchConfidence(static_cast<int>(next.tokens.size()),
-                                           Consensus(out.tokens), params_.long_match);
+                                           IsConsensus(mn), params_.long_match);
       stop = !c.IsOne();
     }
     // Convention 10: append the whole continuation even past `limit`.

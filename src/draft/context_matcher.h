@@ -134,6 +134,9 @@ class ContextMatcher {
   Entry Lookup(int n, std::span<const int32_t> extra) const;
   // Longest n of params_.ngram_sizes that occurred before.
   Match LongestMatch(std::span<const int32_t> extra) const;
+  // The continuation of match m in pool + extra (what Propose returns for it).
+  ContextMatch Continuation(const Match& m, std::span<const int32_t> extra, int max_tokens) const;
+  static bool IsConsensus(const Match& m);
   const Index* IndexFor(int n) const;
 
   MatcherParams params_;
