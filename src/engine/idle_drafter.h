@@ -19,7 +19,9 @@ class IdleDrafter {
  public:
   static constexpr double kShare = 0.004;  // the tiny model: 1 cycle in ~25 asks
   static constexpr int kMaxSkip = 32;
-  static constexpr int kMinStreak = 8;
+  // 4, not 8: on the tiny model each drafted tree restarts the streak, and 8 asked cycles after
+  // each kept 11-15% of its cycles asking (0.975x against 0.987x plain decoding, six runs each).
+  static constexpr int kMinStreak = 4;
 
   // True when this cycle is to be a plain step without the drafter.
   bool Skip() {
