@@ -268,7 +268,9 @@ StatusOr<GenerateResult> Engine::Generate(std::span<const int32_t> prompt,
     }
     // The drafter proposes a tree ...
     Proposal proposal;
-    const bool ask = !(spec.auto_budget && idle.Skip());
+    // (Not on another model's curve, `goose bench --budgets auto-cm`: there a pass of this
+    // machine says nothing about what the drafter's time is worth.)
+    const bool ask = !(spec.auto_budget && learn_costs_ && idle.Skip());
     bool exploring = false;
     auto t_draft = std::chrono::steady_clock::now();
     if (!ask) {
