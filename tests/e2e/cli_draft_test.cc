@@ -3,8 +3,6 @@
 // corrupt, other-vocabulary or short-context draft file is one "goose: ..." line and exit 1; a
 // draft costlier than its target is a warning.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>

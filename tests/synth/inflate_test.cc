@@ -4,7 +4,6 @@
 #include "synth/inflate.h"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <filesystem>
 
