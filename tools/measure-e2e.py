@@ -15,14 +15,15 @@ What it runs
   2. For each data set and prompt, one process per config: none, goose@auto, goose@4/8/16 (the
      table cache on: each run loads what its config's earlier runs learned and saves it back),
      and goose@auto with --no-table-cache (every process starts cold); with --draft, graft at
-     --budget auto and 8 (issue 15's pair: --model target.gguf --draft draft.gguf). --repeat R
-     runs each prompt's configs R times in rotated orders, every repeat from what each config
-     had learned before the prompt: on a shared machine a config's speed moves 5-10% from one
-     run to the next.
+     --budget auto and 8, draft-tree+prune at 8 (issue 15's pair: --model target.gguf --draft
+     draft.gguf). --repeat R runs each prompt's configs R times in rotated orders, every
+     repeat from what each config had learned before the prompt: on a shared machine a
+     config's speed moves 5-10% from one run to the next.
 Prints per data set and overall: decode tokens/s (the decode phase, from --json) and whole-
 process tokens/s (wall clock: load, prefill and decode), each as a ratio to plain decoding,
-MAT and mean tree size; whether every output equalled plain decoding's; and how auto compares
-with the best fixed budget in hindsight.
+MAT, mean tree size and the draft share (draft-model methods: the part of the decode time spent
+drafting, i.e. draft passes and tree building); whether every output equalled plain decoding's;
+and how auto compares with the best fixed budget in hindsight.
 
 Usage: tools/measure-e2e.py [--goose build/goose] [--like small-0.5b] [--data tinystories,...]
            [--n 6] [--repeat 1] [--tokens 128] [--warmup 6] [--threads 2] [--work /tmp/goose-e2e]
@@ -78,7 +79,8 @@ def generate(a, model, prompt, spec, budget, extra, cache):
     j = json.loads(out.stdout)
     s = j["stats"]
     return {"tokens": j["tokens"], "n": len(j["tokens"]), "decode_s": s["generation_seconds"],
-            "wall_s": wall, "passes": s["forward_passes"], "nodes": s["mean_tree_nodes"]}
+            "wall_s": wall, "passes": s["forward_passes"], "nodes": s["mean_tree_nodes"],
+            "draft_s": s.get("draft_model", {}).get("seconds", 0.0)}
 
 
 CONFIGS = [  # label, spec, budget, extra flags
@@ -91,6 +93,7 @@ CONFIGS = [  # label, spec, budget, extra flags
     # With --draft (a drafter of the same vocabulary, e.g. tools/measure-graft.sh's pair).
     ("graft@auto", "graft", "auto", ["-md"]),
     ("graft@8", "graft", "8", ["-md"]),
+    ("draft-tree+prune@8", "draft-tree+prune", "8", ["-md"]),
 ]
 
 
@@ -170,8 +173,8 @@ def main():
         agg = {}
         for _, _, label, r in rows:
             g = agg.setdefault(label, {"n": 0, "decode_s": 0, "wall_s": 0, "passes": 0,
-                                       "nodes": 0, "runs": 0})
-            for k in ("n", "decode_s", "wall_s", "passes"):
+                                       "nodes": 0, "runs": 0, "draft_s": 0})
+            for k in ("n", "decode_s", "wall_s", "passes", "draft_s"):
                 g[k] += r[k]
             g["nodes"] += r["nodes"] * r["passes"]
             g["runs"] += 1
@@ -179,16 +182,19 @@ def main():
         print(f"\n{ds}: plain {base['n'] / base['decode_s']:.1f} tok/s decode, "
               f"{base['n'] / base['wall_s']:.1f} tok/s whole process")
         print(f"  {'config':18s}{'decode x plain':>16s}{'process x plain':>17s}{'MAT':>7s}"
-              f"{'tree':>7s}")
+              f"{'tree':>7s}{'draft share':>13s}")
         summary[ds] = {}
         for label, *_ in configs:
             g = agg[label]
             dec = (g["n"] / g["decode_s"]) / (base["n"] / base["decode_s"])
             wall = (g["n"] / g["wall_s"]) / (base["n"] / base["wall_s"])
+            # draft share: the part of the decode time spent drafting (draft-model methods)
+            share = g["draft_s"] / g["decode_s"]
             summary[ds][label] = {"decode_speedup": dec, "process_speedup": wall,
-                                  "mat": g["n"] / g["passes"], "tree": g["nodes"] / g["passes"]}
+                                  "mat": g["n"] / g["passes"], "tree": g["nodes"] / g["passes"],
+                                  "draft_share": share}
             print(f"  {label:18s}{dec:15.2f}x{wall:16.2f}x{g['n'] / g['passes']:7.2f}"
-                  f"{g['nodes'] / g['passes']:7.1f}")
+                  f"{g['nodes'] / g['passes']:7.1f}{share:13.1%}")
         fixed = {l: v for l, v in summary[ds].items() if l in ("goose@4", "goose@8", "goose@16")}
         if fixed and "goose@auto" in summary[ds]:
             best = max(fixed, key=lambda l: fixed[l]["decode_speedup"])
