@@ -26,7 +26,7 @@ namespace goose::cli {
 namespace {
 
 struct GenerateFlags {
-  std::string model, prompt, prompt_file, spec = "none", preset, tr_cache, budget = "0";
+  std::string model, prompt, prompt_file, spec = "none", preset, tr_cache, budget;
   std::string model_draft;  // -md: the draft model of the draft-model methods
   int n_predict = 128, n_ctx = 0, threads = 0, top_k = 40, branch_k = 0;
   int batch = GenerateParams{}.prefill_chunk;
@@ -138,7 +138,7 @@ int RunGenerate(const GenerateFlags& f) {
   // Flags the method would ignore are errors, as --branch-k on the wrong method is.
   const Method& chosen = MethodOf(params.spec);
   if (std::string(chosen.name()) == "none") {
-    for (const auto& [given, flag] : {std::pair{f.budget != "0", "--budget"},
+    for (const auto& [given, flag] : {std::pair{!f.budget.empty() && f.budget != "0", "--budget"},
                                       std::pair{!f.tr_cache.empty(), "--tr-cache"},
                                       std::pair{f.recalibrate, "--recalibrate"}}) {
       if (given) {
@@ -151,15 +151,19 @@ int RunGenerate(const GenerateFlags& f) {
     return Fail("--tr-cache applies to the methods with a transition table (tr, balanced, "
                 "sequoia, goose), not '" + f.spec + "'");
   }
-  if (f.recalibrate && f.budget != "auto") return Fail("--recalibrate applies to --budget auto");
+  // Not given: auto, sized by what a pass costs here. The methods' own defaults are the papers'
+  // budgets (goose 60, graft 32), which on a CPU cost more than they gain (0.44B-cost model:
+  // goose 60 and graft 32 near plain decoding's speed, auto ~2x).
+  const std::string budget = f.budget.empty() ? "auto" : f.budget;
+  if (f.recalibrate && budget != "auto") return Fail("--recalibrate applies to --budget auto");
   if (!f.tr_cache.empty()) {
     if (Status st = CheckWritableFile(f.tr_cache, "--tr-cache"); !st.ok()) return Fail(st.message());
   }
   if (MethodOf(params.spec).needs_draft_model() && f.model_draft.empty()) {
     return Fail("--spec " + f.spec + " needs a draft model: give one with -md DRAFT.gguf");
   }
-  const bool auto_budget = f.budget == "auto";
-  if (Status st = ParseBudgetFlag(f.budget, &params.spec); !st.ok()) return Fail(st.message());
+  const bool auto_budget = budget == "auto" && std::string(chosen.name()) != "none";
+  if (Status st = ParseBudgetFlag(budget, &params.spec); !st.ok()) return Fail(st.message());
   std::string prompt = f.prompt;
   if (!f.prompt_file.empty()) {
     if (f.has_prompt) return Fail("give the prompt with -p or -f, not both");
@@ -368,10 +372,9 @@ Runner AddGenerateCommand(CLI::App& app) {
   app.add_option("--goose-preset", f->preset,
                  "paper: the reference GOOSE defaults (--spec goose only)");
   app.add_option("--budget", f->budget,
-                 "tree nodes incl. the root, 1..128; 0 = the method's default (" +
-                     DefaultBudgets() +
-                     "); auto = sized from the measured cost of a pass on this machine and the "
-                     "measured acceptance");
+                 "tree nodes incl. the root, 1..128; auto (the default) = sized from the "
+                 "measured cost of a pass on this machine and the measured acceptance; 0 = the "
+                 "method's own default (" + DefaultBudgets() + ")");
   app.add_flag("--recalibrate", f->recalibrate, "--budget auto: re-measure the cached cost curve");
   app.add_option("--branch-k", f->branch_k, "children per node (--spec balanced only)")
       ->check(IntIn(1, 10));

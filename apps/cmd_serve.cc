@@ -125,8 +125,9 @@ Runner AddServeCommand(CLI::App& app) {
                  "default method: " + MethodNames() +
                      ", with +modifiers (default goose); a "
                      "request may choose another with \"goose\": {\"spec\": ...}");
+  o.budget = "auto";  // as generate's: the methods' own budgets are the papers', dear on a CPU
   app.add_option("--budget", o.budget,
-                 "tree node budget incl. root (0 = method default, auto = cost-aware)");
+                 "tree node budget incl. root (default auto: cost-aware; 0 = the method's own)");
   app.add_flag("--recalibrate", o.recalibrate, "--budget auto: re-measure the cached cost curve");
   app.add_flag("--no-table-cache", f->no_table_cache,
                "neither load nor save what the methods learned (tables, acceptance, budgets; "
