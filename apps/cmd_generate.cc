@@ -298,6 +298,9 @@ int RunGenerate(const GenerateFlags& f) {
 
   nlohmann::json stats = GenerateStatsJson(r, static_cast<int>(prompt_tokens.size()));
   stats["method"] = f.spec;
+  // "auto" or the node budget every tree had
+  stats["budget"] =
+      auto_budget ? nlohmann::json("auto") : nlohmann::json(ResolvedBudget(params.spec));
   stats["seed"] = f.seed;
   stats["context_size"] = n_ctx;
   if (draft) stats["draft_model_file"] = f.model_draft;

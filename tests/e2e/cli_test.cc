@@ -75,6 +75,25 @@ TEST(Cli, EverySpecPrintsTheSameText) {
   EXPECT_EQ(sampled.out, sampled_spec.out);
 }
 
+// Without --budget a method sizes its trees by this machine's costs (auto); --budget 0 gives it
+// its own default (tr: an 81-node template, which the tiny model's prompt leaves room for).
+TEST(Cli, BudgetIsAutoUnlessGiven) {
+  const std::string base = "generate -m " + Model() +
+                           " -p 'Lily and Tom went to the park. Lily and Tom' -n 24 -t 1 --json";
+  const RunResult deflt = Goose(base + " --spec tr");
+  const RunResult own = Goose(base + " --spec tr --budget 0");
+  const RunResult plain = Goose(base);
+  ASSERT_EQ(deflt.exit_code, 0) << deflt.err;
+  ASSERT_EQ(own.exit_code, 0) << own.err;
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  const auto d = nlohmann::json::parse(deflt.out), o = nlohmann::json::parse(own.out);
+  EXPECT_EQ(d["stats"]["budget"], "auto");
+  EXPECT_EQ(o["stats"]["budget"], 81);
+  EXPECT_EQ(nlohmann::json::parse(plain.out)["stats"]["budget"], 1);
+  EXPECT_GT(o["stats"]["mean_tree_nodes"].get<double>(), 40.0);
+  EXPECT_EQ(d["tokens"], o["tokens"]);
+}
+
 TEST(Cli, SpecJsonHasPerSourceStats) {
   const RunResult r = Goose("generate -m " + Model() +
                             " -p 'I like cake. I like cake. I like' -n 40 -t 1 --spec goose --json");
