@@ -38,6 +38,7 @@
 // pruned_slots = budget - 1 - draft nodes kept (under --budget auto: the chosen size's slots).
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -79,6 +80,29 @@ struct DraftLearned : Learned {
   std::string SaveExtra() const override;
   Status LoadExtra(std::string_view bytes) override;
   void Decay(double factor) override;
+};
+
+// --budget auto: whether a best-first selection may stop after its k-th node because no larger
+// size of the cost curve could pay more than the best size so far, scored as TreeGrower::
+// CostSize scores them (tokens - rate x seconds; its constant draft seconds drop out). The
+// values of a best-first selection never rise, so after k nodes every later one is worth at
+// most the best value left, `left`: a curve size s > k scores at most
+// E(k) + (s - k) x left x max(scale beyond k) - rate x c(s). Stopping there leaves the cut
+// where the whole selection would have put it.
+class SizeCutBound {
+ public:
+  // cost: the curve (sorted by nodes); scale: ValueCalibration::NodeScale; rate > 0.
+  SizeCutBound(const std::vector<CostSample>& cost, std::vector<double> scale, double rate);
+  // The k-th node (the root is the first) was taken at value v. True: stop.
+  bool Stop(size_t k, double v, double left);
+
+ private:
+  double Scale(size_t i) const;
+  const std::vector<CostSample>& cost_;
+  std::vector<double> scale_, smax_;  // smax_[i]: the largest scale from node i on
+  double rate_;
+  size_t next_ = 0;  // the first curve size not reached yet
+  double expected_ = 1, best_ = -HUGE_VAL;
 };
 
 class TreeGrower {
@@ -123,9 +147,11 @@ class TreeGrower {
   bool Overruled(const Node& n) const { return n.draft_rank < 0 && pool_[n.parent].pid >= 0; }
   // Best-first selection of up to `budget` nodes (root first); value_ is filled for them.
   // kGraftFill keeps `fixed` (a kDraftOnly selection) and adds retrieved nodes below the root
-  // and its leaves.
+  // and its leaves. With `cut` under --budget auto (cut_cost_), it may end earlier, where no
+  // larger size of the curve could pay more (CostSize then cuts it as it would the whole
+  // selection); *cut says whether it did.
   std::vector<int> Select(int budget, Pick pick, int32_t anchor_prev,
-                          const std::vector<int>* fixed = nullptr);
+                          const std::vector<int>* fixed = nullptr, bool* cut = nullptr);
   // One draft pass over `nodes` (parents first); false when the draft could not score them.
   bool Score(const std::vector<int>& nodes, DraftWork* work);
   // --budget auto (CycleInput::cost): the size of the prefix of `sel` (parents first) among the
@@ -150,6 +176,7 @@ class TreeGrower {
   std::vector<std::vector<int32_t>> matches_;
   std::vector<int> match_class_;
   int fresh_matches_ = 0;
+  const std::vector<CostSample>* cut_cost_ = nullptr;  // this cycle's curve (kPrune, kGraft)
   // The open cycle: tree node -> pool node, and when Propose began.
   std::vector<int> tree_pool_;
   bool cycle_open_ = false;
