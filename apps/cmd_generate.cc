@@ -137,7 +137,8 @@ int RunGenerate(const GenerateFlags& f) {
   }
   // Flags the method would ignore are errors, as --branch-k on the wrong method is.
   const Method& chosen = MethodOf(params.spec);
-  if (std::string(chosen.name()) == "none") {
+  const bool plain = std::string(chosen.name()) == "none";
+  if (plain) {
     for (const auto& [given, flag] : {std::pair{!f.budget.empty() && f.budget != "0", "--budget"},
                                       std::pair{!f.tr_cache.empty(), "--tr-cache"},
                                       std::pair{f.recalibrate, "--recalibrate"}}) {
@@ -159,10 +160,10 @@ int RunGenerate(const GenerateFlags& f) {
   if (!f.tr_cache.empty()) {
     if (Status st = CheckWritableFile(f.tr_cache, "--tr-cache"); !st.ok()) return Fail(st.message());
   }
-  if (MethodOf(params.spec).needs_draft_model() && f.model_draft.empty()) {
+  if (chosen.needs_draft_model() && f.model_draft.empty()) {
     return Fail("--spec " + f.spec + " needs a draft model: give one with -md DRAFT.gguf");
   }
-  const bool auto_budget = budget == "auto" && std::string(chosen.name()) != "none";
+  const bool auto_budget = budget == "auto" && !plain;
   if (Status st = ParseBudgetFlag(budget, &params.spec); !st.ok()) return Fail(st.message());
   std::string prompt = f.prompt;
   if (!f.prompt_file.empty()) {

@@ -72,7 +72,7 @@ bool SizeCutBound::Stop(size_t k, double v, double left) {
   bool at_size = false;
   for (; next_ < cost_.size() && cost_[next_].nodes <= static_cast<int>(k); ++next_) {
     if (cost_[next_].nodes < static_cast<int>(k)) continue;  // (sizes < 1: never)
-    best_ = std::max(best_, expected_ - rate_ * cost_[next_].seconds);
+    best_ = std::max(best_, SizeScore(expected_, cost_[next_].seconds, rate_));
     at_size = true;
   }
   if (!at_size) return false;
@@ -80,7 +80,7 @@ bool SizeCutBound::Stop(size_t k, double v, double left) {
   const double most = left * (k < smax_.size() ? smax_[k] : Scale(k));
   for (size_t j = next_; j < cost_.size(); ++j) {
     const double gain = (cost_[j].nodes - static_cast<double>(k)) * most;
-    if (expected_ + gain - rate_ * cost_[j].seconds > best_) return false;
+    if (SizeScore(expected_ + gain, cost_[j].seconds, rate_) > best_) return false;
   }
   return true;
 }
@@ -278,10 +278,10 @@ std::vector<int> TreeGrower::Select(int budget, Pick pick, int32_t anchor_prev,
   // 0.5 ms of graft's ~21 ms cycles on the 0.44B-cost pair.
   const double rate = learned_.timing.TokensPerSecond();
   std::optional<SizeCutBound> bound;
-  if (cut_cost_ != nullptr && cut != nullptr && fixed == nullptr && rate > 0) {
+  if (cut_cost_ != nullptr && fixed == nullptr && rate > 0) {
     bound.emplace(*cut_cost_, learned_.calibration.NodeScale(budget), rate);
     if (bound->Stop(1, 1.0, heap.empty() ? 0.0 : heap.top().value)) {
-      *cut = true;
+      if (cut) *cut = true;
       return sel;
     }
   }
@@ -292,7 +292,7 @@ std::vector<int> TreeGrower::Select(int budget, Pick pick, int32_t anchor_prev,
     if (!(top.value > floor)) break;
     take(top.node, top.value, true);
     if (bound && bound->Stop(sel.size(), top.value, heap.empty() ? 0.0 : heap.top().value)) {
-      *cut = true;
+      if (cut) *cut = true;
       break;
     }
   }
@@ -447,15 +447,14 @@ Proposal TreeGrower::Propose(const CycleInput& in) {
     }
   }
   std::vector<int> sel;
-  bool cut = false;
   size_t fixed = 0;  // kGraftPaper: the draft tree's nodes come first; the rest are grafts
   switch (mode_) {
     case GrowMode::kDense:
     case GrowMode::kPrune:
-      sel = Select(in.budget, Pick::kDraftOnly, in.anchor_prev, nullptr, &cut);
+      sel = Select(in.budget, Pick::kDraftOnly, in.anchor_prev);
       break;
     case GrowMode::kGraft:
-      sel = Select(in.budget, Pick::kAll, in.anchor_prev, nullptr, &cut);
+      sel = Select(in.budget, Pick::kAll, in.anchor_prev);
       break;
     case GrowMode::kGraftPaper: {
       const std::vector<int> drafted = Select(in.budget, Pick::kDraftOnly, in.anchor_prev);

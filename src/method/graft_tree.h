@@ -84,7 +84,7 @@ struct DraftLearned : Learned {
 
 // --budget auto: whether a best-first selection may stop after its k-th node because no larger
 // size of the cost curve could pay more than the best size so far, scored as TreeGrower::
-// CostSize scores them (tokens - rate x seconds; its constant draft seconds drop out). The
+// CostSize scores them (SizeScore with the rate known; its constant draft seconds drop out). The
 // values of a best-first selection never rise, so after k nodes every later one is worth at
 // most the best value left, `left`: a curve size s > k scores at most
 // E(k) + (s - k) x left x max(scale beyond k) - rate x c(s). Stopping there leaves the cut
@@ -147,9 +147,9 @@ class TreeGrower {
   bool Overruled(const Node& n) const { return n.draft_rank < 0 && pool_[n.parent].pid >= 0; }
   // Best-first selection of up to `budget` nodes (root first); value_ is filled for them.
   // kGraftFill keeps `fixed` (a kDraftOnly selection) and adds retrieved nodes below the root
-  // and its leaves. With `cut` under --budget auto (cut_cost_), it may end earlier, where no
-  // larger size of the curve could pay more (CostSize then cuts it as it would the whole
-  // selection); *cut says whether it did.
+  // and its leaves. Under --budget auto (cut_cost_, without `fixed`) it may end earlier, where
+  // no larger size of the curve could pay more (CostSize then cuts it as it would the whole
+  // selection); `cut`, if given, says whether it did.
   std::vector<int> Select(int budget, Pick pick, int32_t anchor_prev,
                           const std::vector<int>* fixed = nullptr, bool* cut = nullptr);
   // One draft pass over `nodes` (parents first); false when the draft could not score them.
