@@ -12,11 +12,10 @@
 
 #include "bench/bench_report.h"
 #include "bench/bench_runner.h"
-#include "engine/cost_cache.h"
+#include "budget/cost_cache.h"
 #include "bench/datasets.h"
 #include "commands.h"
-#include "engine/engine.h"
-#include "method/draft_model.h"
+#include "engine/session.h"
 #include "model/model.h"
 
 namespace goose::cli {
@@ -36,24 +35,14 @@ struct BenchFlags {
   bool quiet = false, stop_at_eos = false, recalibrate = false;
 };
 
-std::string DefaultDataDir() {
-  if (const char* s = std::getenv("GOOSE_SHARED"); s && *s) return std::string(s) + "/data";
-#ifdef GOOSE_SOURCE_DIR
-  return std::string(GOOSE_SOURCE_DIR) + "/../shared/data";
-#else
-  return "../shared/data";
-#endif
-}
-
 std::string Join(const std::vector<std::string>& items) {
   std::string out;
   for (const std::string& s : items) out += (out.empty() ? "" : ",") + s;
   return out;
 }
 
-int RunBenchCommand(const BenchFlags& f) {
-  const auto t_start = std::chrono::steady_clock::now();
-  const std::vector<std::string>& methods = f.methods;
+// --budgets: 1..128, auto, auto-cm.
+StatusOr<std::vector<int>> ParseBudgets(const BenchFlags& f) {
   std::vector<int> budgets;
   for (const std::string& b : f.budgets) {
     if (b == "auto" || b == "auto-cm") {
@@ -63,132 +52,83 @@ int RunBenchCommand(const BenchFlags& f) {
     char* end = nullptr;
     const long v = std::strtol(b.c_str(), &end, 10);
     if (b.empty() || *end || v < 1 || v > 128) {
-      return Fail("--budgets: '" + b + "' is neither 1..128 nor 'auto' / 'auto-cm'");
+      return Status::Error("--budgets: '" + b + "' is neither 1..128 nor 'auto' / 'auto-cm'");
     }
     budgets.push_back(static_cast<int>(v));
   }
-  auto specs = ParseDataSpecs(Join(f.data));
-  if (!specs.ok()) return Fail(specs.status().message());
   // Checked before any work: a long run must not fail at its end.
   if (std::find(budgets.begin(), budgets.end(), kAutoCostModelBudget) != budgets.end() &&
       f.cost_model.empty() && f.cost_curve.empty()) {
-    return Fail("--budgets auto-cm needs --cost-model MODEL.gguf or --cost-curve FILE");
+    return Status::Error("--budgets auto-cm needs --cost-model MODEL.gguf or --cost-curve FILE");
   }
-  if (Status st = CheckWritableDir(f.out, "--out"); !st.ok()) return Fail(st.message());
-  auto configs_or = MakeConfigs(methods, budgets);
-  if (!configs_or.ok()) return Fail("--methods: " + configs_or.status().message());
-  const std::vector<BenchConfig>& configs = *configs_or;
+  return budgets;
+}
 
-  const std::string path = ResolveModelPath(f.model);
-  if (path.empty()) return 1;
-  auto model_or = Model::Load(path);
-  if (!model_or.ok()) return Fail(model_or.status().message());
-  const Model& model = **model_or;
-  // RunBench keeps one engine per config, each with a context of at most the default size;
-  // their batches are trees of at most 128 nodes and prefill passes of prefill_chunk tokens.
-  const int n_batch = std::max(128, GenerateParams{}.prefill_chunk);
-  if (Status st = CheckContextMemory(model.config(), 0, n_batch, static_cast<int>(configs.size()),
-                                     "--methods/--budgets list");
-      !st.ok()) {
-    return Fail(st.message());
-  }
-  std::unique_ptr<Model> draft;
-  if (!f.model_draft.empty()) {
-    auto draft_or = Model::Load(f.model_draft);
-    if (!draft_or.ok()) return Fail("draft model (-md): " + draft_or.status().message());
-    draft = std::move(draft_or).value();
-    // One draft cache per config at most, each the size of the target's.
-    if (Status st = CheckContextMemory(draft->config(), ContextSize(model.config(), 0), n_batch,
-                                       static_cast<int>(configs.size()),
-                                       "--methods/--budgets list");
-        !st.ok()) {
-      return Fail("draft model (-md): " + st.message());
-    }
-    // RunBench gives it to every engine; the same check first, once, before any work.
-    if (Status st = CheckDraftModel(model, *draft, ContextSize(model.config(), 0)); !st.ok()) {
-      return Fail("draft model '" + f.model_draft + "': " + st.message());
-    }
-    const std::string warning = DraftCostWarning(model, *draft);
-    if (!warning.empty()) std::fprintf(stderr, "goose: warning: %s\n", warning.c_str());
-  }
-  for (const BenchConfig& c : configs) {
-    if (MethodOf(c.spec).needs_draft_model() && !draft) {
-      return Fail("--methods " + c.variant + " needs a draft model: give one with -md DRAFT.gguf");
-    }
-  }
+StatusOr<std::vector<DataSet>> LoadSets(const BenchFlags& f, const std::vector<DataSpec>& specs,
+                                        const Tokenizer& tok) {
   const std::string data_dir = f.data_dir.empty() ? DefaultDataDir() : f.data_dir;
   std::vector<DataSet> sets;
-  for (const DataSpec& spec : *specs) {
-    auto expanded = ExpandDataSpec(spec, data_dir, &model.tokenizer(), f.n_prompts);
-    if (!expanded.ok()) return Fail(expanded.status().message());
-    for (auto& s : *expanded) sets.push_back(std::move(s));
+  for (const DataSpec& spec : specs) {
+    GOOSE_ASSIGN_OR_RETURN(auto expanded, ExpandDataSpec(spec, data_dir, &tok, f.n_prompts));
+    for (auto& s : expanded) sets.push_back(std::move(s));
   }
+  return sets;
+}
 
-  ThreadPool pool(f.threads > 0 ? f.threads : ThreadPool::DefaultThreads());
-  BenchOptions opt;
-  opt.max_tokens = f.max_tokens;
-  opt.temp = f.temp;
-  opt.seed = f.seed;
-  opt.ignore_eos = !f.stop_at_eos;
-  opt.quiet = f.quiet;
-  opt.draft_model = draft.get();
-  auto cal = LoadCostCurve(model, path, &pool, f.recalibrate);
-  if (!cal.ok()) return Fail(cal.status().message());
-  opt.model_cost = cal->curve;
-  if (!f.cost_curve.empty()) {
-    auto curve = ReadCostCurve(f.cost_curve);
-    if (!curve.ok()) return Fail(curve.status().message());
-    opt.cost_model_cost = *curve;
-  }
+// The curve of --cost-curve FILE or --cost-model MODEL.gguf (measured now), else empty.
+StatusOr<std::vector<VerifyCostPoint>> CostModelCurve(const BenchFlags& f, ThreadPool* pool) {
   if (!f.cost_model.empty()) {
-    auto cm = Model::Load(f.cost_model);
-    if (!cm.ok()) return Fail(cm.status().message());
+    GOOSE_ASSIGN_OR_RETURN(auto cm, Model::Load(f.cost_model));
     if (!f.quiet) std::fprintf(stderr, "measuring verify cost of %s...\n", f.cost_model.c_str());
-    auto curve = MeasureCostModelCurve(**cm, &pool);
-    if (!curve.ok()) return Fail(curve.status().message());
-    opt.cost_model_cost = *curve;
+    return MeasureCostModelCurve(*cm, pool);
   }
+  if (!f.cost_curve.empty()) return ReadCostCurve(f.cost_curve);
+  return std::vector<VerifyCostPoint>{};
+}
 
-  auto res = RunBench(model, &pool, sets, configs, opt);
-  if (!res.ok()) return Fail(res.status().message());
-  nlohmann::json j = *res;
-  j["schema"] = "goose-bench/1";
-  j["machine"] = MachineJson();
-  j["machine"]["threads"] = pool.size();
+// RunBench's results with what they were measured on and how.
+void AddRunInfo(const BenchFlags& f, Session& session, const std::vector<DataSet>& sets,
+                const BenchOptions& opt, nlohmann::json* j) {
+  const Model& model = session.model();
+  (*j)["schema"] = "goose-bench/1";
+  (*j)["machine"] = MachineJson();
+  (*j)["machine"]["threads"] = session.pool().size();
   std::error_code ec;
-  const auto file_bytes = std::filesystem::file_size(path, ec);
-  j["model"] = {{"path", path},
-                {"file_bytes", ec ? 0 : file_bytes},
-                {"weight_bytes", model.weight_bytes()},
-                {"n_vocab", model.config().n_vocab}};
+  const auto file_bytes = std::filesystem::file_size(session.options().model_path, ec);
+  (*j)["model"] = {{"path", session.options().model_path},
+                   {"file_bytes", ec ? 0 : file_bytes},
+                   {"weight_bytes", model.weight_bytes()},
+                   {"n_vocab", model.config().n_vocab}};
 #ifdef GOOSE_SOURCE_DIR
-  j["commit"] = GitCommit(GOOSE_SOURCE_DIR);
+  (*j)["commit"] = GitCommit(GOOSE_SOURCE_DIR);
 #else
-  j["commit"] = "unknown";
+  (*j)["commit"] = "unknown";
 #endif
   nlohmann::json ds = nlohmann::json::array();
   for (const auto& s : sets) ds.push_back({{"label", s.label}, {"prompts", s.prompts.size()}});
-  j["datasets"] = ds;
-  j["settings"] = {{"data", Join(f.data)},
-                   {"methods", Join(f.methods)},
-                   {"budgets", Join(f.budgets)},
-                   {"n_prompts", f.n_prompts},
-                   {"max_tokens", f.max_tokens},
-                   {"temp", f.temp},
-                   {"seed", f.seed},
-                   {"ignore_eos", opt.ignore_eos},
-                   {"threads", pool.size()},
-                   {"cost_model", f.cost_model.empty() ? nlohmann::json(nullptr)
-                                                       : nlohmann::json(f.cost_model)},
-                   {"draft_model", f.model_draft.empty() ? nlohmann::json(nullptr)
-                                                         : nlohmann::json(f.model_draft)},
-                   {"cost_curve", f.cost_curve.empty() ? nlohmann::json(nullptr)
-                                                       : nlohmann::json(f.cost_curve)},
-                   {"cost_cache", cal->cache_path},
-                   {"cost_from_cache", cal->from_cache}};
-  j["wall_seconds"] =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
+  (*j)["datasets"] = ds;
+  auto or_null = [](const std::string& s) {
+    return s.empty() ? nlohmann::json(nullptr) : nlohmann::json(s);
+  };
+  (*j)["settings"] = {{"data", Join(f.data)},
+                      {"methods", Join(f.methods)},
+                      {"budgets", Join(f.budgets)},
+                      {"n_prompts", f.n_prompts},
+                      {"max_tokens", f.max_tokens},
+                      {"temp", f.temp},
+                      {"seed", f.seed},
+                      {"ignore_eos", opt.ignore_eos},
+                      {"threads", session.pool().size()},
+                      {"cost_model", or_null(f.cost_model)},
+                      {"draft_model", or_null(f.model_draft)},
+                      {"cost_curve", or_null(f.cost_curve)},
+                      {"cost_cache", session.calibration().cache_path},
+                      {"cost_from_cache", session.calibration().from_cache}};
+}
 
+// results.json, results.md and the plots in --out; the exit code (2: outputs differ).
+int WriteOutputs(const BenchFlags& f, const nlohmann::json& j) {
+  std::error_code ec;
   std::filesystem::create_directories(f.out, ec);
   if (ec) return Fail("cannot create --out '" + f.out + "': " + ec.message());
   const std::string json_path = f.out + "/results.json", md_path = f.out + "/results.md";
@@ -218,6 +158,58 @@ int RunBenchCommand(const BenchFlags& f) {
     return 2;
   }
   return 0;
+}
+
+int RunBenchCommand(const BenchFlags& f) {
+  const auto t_start = std::chrono::steady_clock::now();
+  auto budgets = ParseBudgets(f);
+  if (!budgets.ok()) return Fail(budgets.status().message());
+  auto specs = ParseDataSpecs(Join(f.data));
+  if (!specs.ok()) return Fail(specs.status().message());
+  if (Status st = CheckWritableDir(f.out, "--out"); !st.ok()) return Fail(st.message());
+  auto configs = MakeConfigs(f.methods, *budgets);
+  if (!configs.ok()) return Fail("--methods: " + configs.status().message());
+  for (const BenchConfig& c : *configs) {
+    if (MethodOf(c.spec).needs_draft_model() && f.model_draft.empty()) {
+      return Fail("--methods " + c.variant + " needs a draft model: give one with -md DRAFT.gguf");
+    }
+  }
+  SessionOptions so;
+  so.model_path = ResolveModelPath(f.model);
+  if (so.model_path.empty()) return 1;
+  so.draft_model_path = f.model_draft;
+  so.n_threads = f.threads;
+  // One engine per config, each with a context of at most the default size; their batches are
+  // trees of at most 128 nodes and prefill passes of prefill_chunk tokens.
+  so.n_contexts = static_cast<int>(configs->size());
+  so.n_batch = std::max(128, GenerateParams{}.prefill_chunk);
+  so.memory_flags = "--methods/--budgets list";
+  so.table_cache = false;  // every config learns on its own
+  so.budget_auto = true;   // the model's curve: auto's, and what c(B)/c(1) reports
+  so.recalibrate = f.recalibrate;
+  so.on_note = [](const std::string& line) { std::fprintf(stderr, "goose: %s\n", line.c_str()); };
+  auto session = Session::Open(std::move(so));
+  if (!session.ok()) return Fail(session.status().message());
+  auto sets = LoadSets(f, *specs, (*session)->model().tokenizer());
+  if (!sets.ok()) return Fail(sets.status().message());
+  BenchOptions opt;
+  opt.max_tokens = f.max_tokens;
+  opt.temp = f.temp;
+  opt.seed = f.seed;
+  opt.ignore_eos = !f.stop_at_eos;
+  opt.quiet = f.quiet;
+  opt.model_cost = (*session)->calibration().curve;
+  auto cost_model = CostModelCurve(f, &(*session)->pool());
+  if (!cost_model.ok()) return Fail(cost_model.status().message());
+  opt.cost_model_cost = *cost_model;
+
+  auto res = RunBench(**session, *sets, *configs, opt);
+  if (!res.ok()) return Fail(res.status().message());
+  nlohmann::json j = *res;
+  AddRunInfo(f, **session, *sets, opt, &j);
+  j["wall_seconds"] =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
+  return WriteOutputs(f, j);
 }
 
 }  // namespace

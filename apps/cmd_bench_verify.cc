@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/machine.h"
-#include "engine/verify_cost.h"
+#include "budget/verify_cost.h"
 #include "commands.h"
 #include "model/model.h"
 #include "ops/ops.h"

@@ -15,8 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
-#include "engine/engine.h"
-#include "engine/learned_cache.h"
+#include "engine/session.h"
 #include "method/method.h"
 #include "model/model.h"
 #include "synth/inflate.h"
@@ -86,6 +85,69 @@ StatusOr<Timed> TimedGenerate(Engine& engine, const std::vector<int32_t>& prompt
                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()};
 }
 
+// What the stories took, plain and speculative.
+struct DemoTotals {
+  nlohmann::json runs = nlohmann::json::array();
+  double plain_s = 0, spec_s = 0;
+  int64_t tokens = 0, passes = 0;
+  bool all_same = true;
+};
+
+// Writes story i twice (plain, then speculative), printing a line for it unless --json.
+Status WriteStory(const DemoFlags& f, int i, Engine& plain, Engine& spec,
+                  const GenerateParams& plain_params, const GenerateParams& spec_params,
+                  DemoTotals* t) {
+  const Tokenizer& tok = plain.model().tokenizer();
+  const std::vector<int32_t> prompt = tok.Encode(kPrompts[i], true);
+  GOOSE_ASSIGN_OR_RETURN(const Timed a, TimedGenerate(plain, prompt, plain_params));
+  GOOSE_ASSIGN_OR_RETURN(const Timed b, TimedGenerate(spec, prompt, spec_params));
+  const bool same = a.result.tokens == b.result.tokens;
+  t->all_same = t->all_same && same;
+  const double n = static_cast<double>(a.result.tokens.size());
+  t->plain_s += a.seconds;
+  t->spec_s += b.seconds;
+  t->tokens += static_cast<int64_t>(a.result.tokens.size());
+  t->passes += b.result.stats.cycles;
+  const double mat = static_cast<double>(b.result.tokens.size()) /
+                     std::max<int64_t>(1, b.result.stats.cycles);
+  if (i == 0 && !f.json) std::printf("%s%s\n\n", kPrompts[i], tok.Decode(a.result.tokens).c_str());
+  if (!f.json) {
+    std::printf("story %d: plain %6.1f tok/s | %s %6.1f tok/s (%.2fx, %.2f tokens per pass) | "
+                "text %s\n",
+                i + 1, n / a.seconds, f.spec.c_str(), n / b.seconds, a.seconds / b.seconds, mat,
+                same ? "identical" : "DIFFERENT");
+    std::fflush(stdout);
+  }
+  t->runs.push_back({{"prompt", kPrompts[i]},
+                     {"tokens", a.result.tokens.size()},
+                     {"plain_tokens_per_second", n / a.seconds},
+                     {"spec_tokens_per_second", n / b.seconds},
+                     {"mean_accepted_tokens", mat},
+                     {"identical", same}});
+  return Status::Ok();
+}
+
+void PrintTotals(const DemoFlags& f, const std::string& path, int threads, const DemoTotals& t) {
+  const double speedup = t.plain_s / t.spec_s;
+  if (f.json) {
+    nlohmann::json j = {{"model", path},
+                        {"spec", f.spec},
+                        {"budget", f.budget},
+                        {"threads", threads},
+                        {"runs", t.runs},
+                        {"plain_tokens_per_second", t.tokens / t.plain_s},
+                        {"spec_tokens_per_second", t.tokens / t.spec_s},
+                        {"speedup", speedup},
+                        {"identical", t.all_same}};
+    std::printf("%s\n", j.dump().c_str());
+    return;
+  }
+  std::printf("\nall: plain %.1f tok/s, %s %.1f tok/s: %.2fx faster, %.2f tokens per pass, %s\n",
+              t.tokens / t.plain_s, f.spec.c_str(), t.tokens / t.spec_s, speedup,
+              static_cast<double>(t.tokens) / std::max<int64_t>(1, t.passes),
+              t.all_same ? "the same text" : "TEXTS DIFFER (a bug: please report it)");
+}
+
 int RunDemo(const DemoFlags& f) {
   GenerateParams spec_params;
   if (Status st = ParseSpecVariant(f.spec, &spec_params.spec); !st.ok()) {
@@ -94,93 +156,46 @@ int RunDemo(const DemoFlags& f) {
   if (Status st = ParseBudgetFlag(f.budget, &spec_params.spec); !st.ok()) {
     return Fail(st.message());
   }
+  spec_params.spec.auto_budget = f.budget == "auto";
   const std::string source = ResolveModelPath(f.model);
   if (source.empty()) return 1;
   auto path = InflatedModel(source, f);
   if (!path.ok()) return Fail(path.status().message());
-  auto model_or = Model::Load(*path);
-  if (!model_or.ok()) return Fail(model_or.status().message() + " (rebuild it with --rebuild)");
-  const Model& model = **model_or;
-  const Tokenizer& tok = model.tokenizer();
-
-  ThreadPool pool(f.threads > 0 ? f.threads : ThreadPool::DefaultThreads());
-  const int n_ctx = std::min(model.config().n_ctx_train, 1024);
-  Engine plain(model, n_ctx, &pool);
-  auto cache = std::make_shared<LearnedCache>(GooseCacheDir(), ModelFingerprint(model));
-  Engine spec(model, n_ctx, &pool, std::make_shared<LearnedStore>(cache));
-  CostCalibration cal;
-  if (f.budget == "auto") {
-    auto cal_or = LoadCostCurve(model, *path, &pool, false);
-    if (!cal_or.ok()) return Fail(cal_or.status().message());
-    cal = std::move(*cal_or);
-    spec.SetCostCurve(ToCostSamples(cal.curve));
-    spec.LearnPassCosts(cal.observed);
-    spec_params.spec.auto_budget = true;
+  SessionOptions so;
+  so.model_path = *path;
+  so.n_threads = f.threads;
+  so.n_contexts = 2;  // plain and speculative
+  so.budget_auto = spec_params.spec.auto_budget;
+  so.on_note = [](const std::string& line) { std::fprintf(stderr, "goose: %s\n", line.c_str()); };
+  so.check_model = [](const Model& model, SessionOptions* o) {
+    o->n_ctx = std::min(model.config().n_ctx_train, 1024);
+    return Status::Ok();
+  };
+  auto session_or = Session::Open(std::move(so));
+  if (!session_or.ok()) {
+    return Fail(session_or.status().message() + " (rebuild it with --rebuild)");
   }
+  Session& session = **session_or;
+  EngineOptions plain_options;  // plain decoding learns nothing and needs no curve
+  plain_options.share_learned = false;
+  plain_options.session_curve = false;
+  Engine& plain = session.NewEngine(plain_options);
+  Engine& spec = session.NewEngine();
   GenerateParams plain_params;
   plain_params.n_predict = spec_params.n_predict = f.n_predict;
   plain_params.ignore_eos = spec_params.ignore_eos = true;  // the same length for both
 
   std::fprintf(stderr, "goose: %s, %d threads: %d stories of %d tokens, plain then --spec %s "
-               "--budget %s\n\n", std::filesystem::path(*path).filename().c_str(), pool.size(),
-               f.prompts, f.n_predict, f.spec.c_str(), f.budget.c_str());
-  nlohmann::json runs = nlohmann::json::array();
-  double plain_s = 0, spec_s = 0;
-  int64_t tokens = 0, passes = 0;
-  bool all_same = true;
+               "--budget %s\n\n", std::filesystem::path(*path).filename().c_str(),
+               session.pool().size(), f.prompts, f.n_predict, f.spec.c_str(), f.budget.c_str());
+  DemoTotals totals;
   for (int i = 0; i < f.prompts; ++i) {
-    const std::vector<int32_t> prompt = tok.Encode(kPrompts[i], true);
-    auto a = TimedGenerate(plain, prompt, plain_params);
-    if (!a.ok()) return Fail(a.status().message());
-    auto b = TimedGenerate(spec, prompt, spec_params);
-    if (!b.ok()) return Fail(b.status().message());
-    const bool same = a->result.tokens == b->result.tokens;
-    all_same = all_same && same;
-    const double n = static_cast<double>(a->result.tokens.size());
-    plain_s += a->seconds;
-    spec_s += b->seconds;
-    tokens += static_cast<int64_t>(a->result.tokens.size());
-    passes += b->result.stats.cycles;
-    const double mat = static_cast<double>(b->result.tokens.size()) /
-                       std::max<int64_t>(1, b->result.stats.cycles);
-    if (i == 0 && !f.json) {
-      std::printf("%s%s\n\n", kPrompts[i], tok.Decode(a->result.tokens).c_str());
-    }
-    if (!f.json) {
-      std::printf("story %d: plain %6.1f tok/s | %s %6.1f tok/s (%.2fx, %.2f tokens per pass) | "
-                  "text %s\n",
-                  i + 1, n / a->seconds, f.spec.c_str(), n / b->seconds, a->seconds / b->seconds,
-                  mat, same ? "identical" : "DIFFERENT");
-      std::fflush(stdout);
-    }
-    runs.push_back({{"prompt", kPrompts[i]},
-                    {"tokens", a->result.tokens.size()},
-                    {"plain_tokens_per_second", n / a->seconds},
-                    {"spec_tokens_per_second", n / b->seconds},
-                    {"mean_accepted_tokens", mat},
-                    {"identical", same}});
+    Status st = WriteStory(f, i, plain, spec, plain_params, spec_params, &totals);
+    if (!st.ok()) return Fail(st.message());
   }
-  (void)spec.SaveLearned();  // the next demo starts from what this one learned
-  for (const std::string& w : cache->TakeWarnings()) {
-    std::fprintf(stderr, "goose: warning: %s\n", w.c_str());
-  }
-  if (f.budget == "auto") (void)RecordObservedCosts(cal, spec.ObservedPassCosts());
-  const double speedup = plain_s / spec_s;
-  if (f.json) {
-    nlohmann::json j = {{"model", *path},     {"spec", f.spec},
-                        {"budget", f.budget}, {"threads", pool.size()},
-                        {"runs", runs},       {"plain_tokens_per_second", tokens / plain_s},
-                        {"spec_tokens_per_second", tokens / spec_s},
-                        {"speedup", speedup}, {"identical", all_same}};
-    std::printf("%s\n", j.dump().c_str());
-  } else {
-    std::printf("\nall: plain %.1f tok/s, %s %.1f tok/s: %.2fx faster, %.2f tokens per pass, "
-                "%s\n",
-                tokens / plain_s, f.spec.c_str(), tokens / spec_s, speedup,
-                static_cast<double>(tokens) / std::max<int64_t>(1, passes),
-                all_same ? "the same text" : "TEXTS DIFFER (a bug: please report it)");
-  }
-  return all_same ? 0 : 1;
+  session.Close();  // the next demo starts from what this one learned
+  PrintTotals(f, *path, session.pool().size(), totals);
+  return totals.all_same ? 0 : 1;
 }
 
 }  // namespace

@@ -11,10 +11,8 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
-#include "engine/cost_cache.h"
-#include "engine/learned_cache.h"
-#include "engine/engine.h"
 #include "engine/report.h"
+#include "engine/session.h"
 #include "method/draft_model.h"
 #include "method/method.h"
 #include "model/model.h"
@@ -110,8 +108,9 @@ std::string DefaultBudgets() {
   return out;
 }
 
-int RunGenerate(const GenerateFlags& f) {
-  // --goose-preset and --branch-k are the +paper and +kN modifiers of the methods that take them.
+// --spec with --goose-preset and --branch-k, which are the +paper and +kN modifiers of the
+// methods that take them.
+StatusOr<std::string> VariantName(const GenerateFlags& f) {
   std::string variant = f.spec;
   const Method* method = FindMethod(f.spec.substr(0, f.spec.find('+')));
   auto accepts = [&](const std::string& mod) {
@@ -120,122 +119,113 @@ int RunGenerate(const GenerateFlags& f) {
     return std::find(mods.begin(), mods.end(), mod) != mods.end();
   };
   if (!f.preset.empty() && f.preset != "paper") {
-    return Fail("unknown --goose-preset '" + f.preset + "' (the only preset is 'paper')");
+    return Status::Error("unknown --goose-preset '" + f.preset + "' (the only preset is 'paper')");
   }
   if (!f.preset.empty()) {
-    if (!accepts("paper")) return Fail("--goose-preset applies to --spec goose, not '" + f.spec + "'");
+    if (!accepts("paper")) {
+      return Status::Error("--goose-preset applies to --spec goose, not '" + f.spec + "'");
+    }
     variant += "+paper";
   }
   if (f.branch_k > 0) {
     const std::string mod = "k" + std::to_string(f.branch_k);
-    if (!accepts(mod)) return Fail("--branch-k applies to --spec balanced, not '" + f.spec + "'");
+    if (!accepts(mod)) {
+      return Status::Error("--branch-k applies to --spec balanced, not '" + f.spec + "'");
+    }
     variant += "+" + mod;
   }
-  GenerateParams params;
-  if (Status st = ParseSpecVariant(variant, &params.spec); !st.ok()) {
-    return Fail("--spec: " + st.message());
+  return variant;
+}
+
+// The flags as a request (the prompt aside), with every combination a method would ignore
+// refused. budget_auto: --budget auto, the default of the speculative methods.
+Status ParseRequestFlags(const GenerateFlags& f, GenerateParams* params, bool* budget_auto) {
+  GOOSE_ASSIGN_OR_RETURN(const std::string variant, VariantName(f));
+  if (Status st = ParseSpecVariant(variant, &params->spec); !st.ok()) {
+    return Status::Error("--spec: " + st.message());
   }
-  // Flags the method would ignore are errors, as --branch-k on the wrong method is.
-  const Method& chosen = MethodOf(params.spec);
+  const Method& chosen = MethodOf(params->spec);
   const bool plain = std::string(chosen.name()) == "none";
   if (plain) {
     for (const auto& [given, flag] : {std::pair{!f.budget.empty() && f.budget != "0", "--budget"},
                                       std::pair{!f.tr_cache.empty(), "--tr-cache"},
                                       std::pair{f.recalibrate, "--recalibrate"}}) {
       if (given) {
-        return Fail(std::string(flag) + " applies to speculative methods, and --spec none "
-                    "decodes plainly (choose one with --spec, e.g. --spec goose)");
+        return Status::Error(std::string(flag) +
+                             " applies to speculative methods, and --spec none decodes plainly "
+                             "(choose one with --spec, e.g. --spec goose)");
       }
     }
   }
   if (!f.tr_cache.empty() && !chosen.uses_table()) {
-    return Fail("--tr-cache applies to the methods with a transition table (tr, balanced, "
-                "sequoia, goose), not '" + f.spec + "'");
+    return Status::Error("--tr-cache applies to the methods with a transition table (tr, "
+                         "balanced, sequoia, goose), not '" + f.spec + "'");
   }
   // Not given: auto, sized by what a pass costs here. The methods' own defaults are the papers'
   // budgets, which on a CPU cost about what they gain or more (0.44B-cost model: goose at 32
   // nodes 0.85x plain decoding, graft at 32 0.96x, tr's 81 ~0.3x; auto 1.85x, 2.06x, 1.3-1.8x).
   const std::string budget = f.budget.empty() ? "auto" : f.budget;
-  if (f.recalibrate && budget != "auto") return Fail("--recalibrate applies to --budget auto");
-  if (!f.tr_cache.empty()) {
-    if (Status st = CheckWritableFile(f.tr_cache, "--tr-cache"); !st.ok()) return Fail(st.message());
+  if (f.recalibrate && budget != "auto") {
+    return Status::Error("--recalibrate applies to --budget auto");
   }
+  if (!f.tr_cache.empty()) GOOSE_RETURN_IF_ERROR(CheckWritableFile(f.tr_cache, "--tr-cache"));
   if (chosen.needs_draft_model() && f.model_draft.empty()) {
-    return Fail("--spec " + f.spec + " needs a draft model: give one with -md DRAFT.gguf");
+    return Status::Error("--spec " + f.spec + " needs a draft model: give one with -md DRAFT.gguf");
   }
-  const bool auto_budget = budget == "auto" && !plain;
-  if (Status st = ParseBudgetFlag(budget, &params.spec); !st.ok()) return Fail(st.message());
-  std::string prompt = f.prompt;
-  if (!f.prompt_file.empty()) {
-    if (f.has_prompt) return Fail("give the prompt with -p or -f, not both");
-    if (f.prompt_file == "-") {  // stdin
-      prompt = ReadStdin();
-    } else if (Status st = ReadPromptFile(f.prompt_file, &prompt); !st.ok()) {
-      return Fail(st.message());
-    }
+  *budget_auto = budget == "auto" && !plain;
+  params->spec.auto_budget = *budget_auto;
+  GOOSE_RETURN_IF_ERROR(ParseBudgetFlag(budget, &params->spec));
+  // A table file given by --tr-cache is meant to be used (and saved back): this request keeps
+  // its table, and the file wins over the table cache.
+  if (!f.tr_cache.empty()) params->spec.keep_table = 1;
+  if (f.top_logits > 0 && !f.json) return Status::Error("--top-logits prints with --json only");
+  params->n_predict = f.n_predict;
+  params->prefill_chunk = f.batch;
+  params->ignore_eos = f.ignore_eos;
+  params->stop_tokens = f.stop_tokens;
+  params->sampling.temp = f.temp;
+  params->sampling.top_k = f.top_k;
+  params->sampling.top_p = f.top_p;
+  params->sampling.seed = f.seed;
+  return Status::Ok();
+}
+
+// The prompt text from -p, -f FILE or -f - (stdin); --prompt-ids is read once the model is.
+Status ReadPromptText(const GenerateFlags& f, std::string* prompt) {
+  *prompt = f.prompt;
+  if (!f.prompt_ids.empty() && (f.has_prompt || !f.prompt_file.empty())) {
+    return Status::Error("give -p/-f or --prompt-ids, not both");
   }
-  const std::string path = ResolveModelPath(f.model);
-  if (path.empty()) return 1;
-  auto model_or = Model::Load(path);
-  if (!model_or.ok()) return Fail(model_or.status().message());
-  const Model& model = **model_or;
+  if (f.prompt_file.empty()) return Status::Ok();
+  if (f.has_prompt) return Status::Error("give the prompt with -p or -f, not both");
+  if (f.prompt_file == "-") {  // stdin
+    *prompt = ReadStdin();
+    return Status::Ok();
+  }
+  return ReadPromptFile(f.prompt_file, prompt);
+}
+
+// The prompt's tokens (and, for --prompt-ids, its text), checked against the context.
+Status TokenizePrompt(const GenerateFlags& f, const Model& model, std::string* text,
+                      std::vector<int32_t>* tokens) {
   const Tokenizer& tok = model.tokenizer();
-
-  params.n_predict = f.n_predict;
-  params.prefill_chunk = f.batch;
-  params.ignore_eos = f.ignore_eos;
-  params.stop_tokens = f.stop_tokens;
-  params.sampling.temp = f.temp;
-  params.sampling.top_k = f.top_k;
-  params.sampling.top_p = f.top_p;
-  params.sampling.seed = f.seed;
-
-  std::vector<int32_t> prompt_tokens;
   if (!f.prompt_ids.empty()) {
-    if (f.has_prompt || !f.prompt_file.empty()) return Fail("give -p/-f or --prompt-ids, not both");
-    Status st = ParsePromptIds(f.prompt_ids, model.config().n_vocab, &prompt_tokens);
-    if (!st.ok()) return Fail(st.message());
-    prompt = tok.Decode(prompt_tokens);
+    GOOSE_RETURN_IF_ERROR(ParsePromptIds(f.prompt_ids, model.config().n_vocab, tokens));
+    *text = tok.Decode(*tokens);
   } else {
-    prompt_tokens = tok.Encode(prompt, !f.no_bos);
+    *tokens = tok.Encode(*text, !f.no_bos);
   }
-  if (f.top_logits > 0 && !f.json) return Fail("--top-logits prints with --json only");
   const int n_ctx = ContextSize(model.config(), f.n_ctx);
-  if (static_cast<int>(prompt_tokens.size()) >= n_ctx) {
-    return Fail("prompt is " + std::to_string(prompt_tokens.size()) +
-                " tokens long but the context holds " + std::to_string(n_ctx) + " (raise -c)");
+  if (static_cast<int>(tokens->size()) >= n_ctx) {
+    return Status::Error("prompt is " + std::to_string(tokens->size()) +
+                         " tokens long but the context holds " + std::to_string(n_ctx) +
+                         " (raise -c)");
   }
-  // The largest batch is a prefill pass or a tree of at most 128 nodes.
-  const int n_batch =
-      std::max(PrefillPassTokens(params, static_cast<int>(prompt_tokens.size())), 128);
-  const int n_contexts = f.top_logits > 0 ? 2 : 1;  // --top-logits scores the prompt again
-  if (Status st = CheckContextMemory(model.config(), n_ctx, n_batch, n_contexts, "-c"); !st.ok()) {
-    return Fail(st.message());
-  }
-  std::unique_ptr<Model> draft;
-  if (!f.model_draft.empty()) {
-    auto draft_or = Model::Load(f.model_draft);
-    if (!draft_or.ok()) return Fail("draft model (-md): " + draft_or.status().message());
-    draft = std::move(draft_or).value();
-    if (Status st = CheckContextMemory(draft->config(), n_ctx, n_batch, 1, "-c"); !st.ok()) {
-      return Fail("draft model (-md): " + st.message());
-    }
-  }
-  ThreadPool pool(f.threads > 0 ? f.threads : ThreadPool::DefaultThreads());
-  // What the method learned in earlier runs on this model (engine/learned_cache.h).
-  std::shared_ptr<LearnedCache> cache;
-  if (!f.no_table_cache) {
-    cache = std::make_shared<LearnedCache>(GooseCacheDir(), ModelFingerprint(model));
-  }
-  Engine engine(model, n_ctx, &pool, std::make_shared<LearnedStore>(cache));
-  if (draft) {
-    if (Status st = engine.SetDraftModel(*draft); !st.ok()) {
-      return Fail("draft model '" + f.model_draft + "': " + st.message());
-    }
-    const std::string warning = DraftCostWarning(model, *draft);
-    if (!warning.empty()) std::fprintf(stderr, "goose: warning: %s\n", warning.c_str());
-  }
-  // (After the KV cache was allocated: a context too big for memory is one error line.)
+  return Status::Ok();
+}
+
+// Notes about the model the user may not expect: random weights, a context past its training.
+void NoteModel(const Model& model, const std::string& path, int n_ctx) {
   if (model.gguf().GetString("general.name").value_or("").rfind("goose-synth-", 0) == 0) {
     std::fprintf(stderr, "goose: note: %s has random weights (goose synth), so its text is "
                  "noise; it is for measuring speed\n", path.c_str());
@@ -246,32 +236,92 @@ int RunGenerate(const GenerateFlags& f) {
                  "text past %d tokens may degrade\n",
                  n_ctx, model.config().n_ctx_train, model.config().n_ctx_train);
   }
-  auto warn_cache = [&cache] {
-    if (!cache) return;
-    for (const std::string& w : cache->TakeWarnings()) {
-      std::fprintf(stderr, "goose: warning: %s\n", w.c_str());
-    }
-  };
-  CostCalibration cal;
-  if (auto_budget) {  // calibrated once per model and machine (engine/cost_cache.h)
-    auto cal_or = LoadCostCurve(model, path, &pool, f.recalibrate);
-    if (!cal_or.ok()) return Fail(cal_or.status().message());
-    cal = std::move(*cal_or);
-    engine.SetCostCurve(ToCostSamples(cal.curve));
-    engine.LearnPassCosts(cal.observed);
-    params.spec.auto_budget = true;
+}
+
+// --json's object: the prompt, the tokens, the text and the statistics.
+StatusOr<nlohmann::json> ResultJson(const GenerateFlags& f, Session& session,
+                                    const std::vector<int32_t>& prompt, const GenerateResult& r,
+                                    nlohmann::json stats) {
+  nlohmann::json j;
+  j["prompt_tokens"] = prompt;
+  j["tokens"] = r.tokens;
+  j["text"] = session.model().tokenizer().Decode(r.tokens);
+  j["stats"] = std::move(stats);
+  if (f.top_logits > 0) {
+    GOOSE_ASSIGN_OR_RETURN(j["top_logits"],
+                           PromptTopLogitsJson(session.model(), prompt, f.top_logits, f.batch,
+                                               session.n_ctx(), &session.pool()));
   }
-  // A table file given by --tr-cache is meant to be used (and saved back): this request keeps
-  // its table, and the file wins over the table cache.
-  if (!f.tr_cache.empty()) params.spec.keep_table = 1;
-  TransitionTable* table = engine.table(params.spec);  // (loads the cache)
-  warn_cache();
+  return j;
+}
+
+// The line on stderr after the streamed text.
+void PrintSummary(const GenerateFlags& f, size_t n_prompt, const GenerateResult& r,
+                  const nlohmann::json& stats, int n_ctx) {
+  std::fprintf(stderr,
+               "prompt: %zu tokens, %.1f tok/s | generated: %zu tokens, %.1f tok/s | "
+               "spec %s: %lld passes, MAT %.3f\n",
+               n_prompt, stats["prompt_tokens_per_second"].get<double>(), r.tokens.size(),
+               stats["tokens_per_second"].get<double>(), f.spec.c_str(),
+               static_cast<long long>(r.stats.cycles),
+               stats["mean_accepted_tokens"].get<double>());
+  if (r.stats.draft_cycles > 0) {
+    const double n = static_cast<double>(r.stats.draft_cycles);
+    std::fprintf(stderr, "draft model: %.2f passes/cycle, %.2f ms/cycle, %.1f%% of decode time\n",
+                 r.stats.draft_passes / n, 1e3 * r.stats.draft_seconds / n,
+                 r.decode_seconds > 0 ? 100 * r.stats.draft_seconds / r.decode_seconds : 0.0);
+  }
+  if (r.hit_context_limit) {
+    std::fprintf(stderr, "goose: note: stopped at the context limit of %d tokens (raise -c)\n",
+                 n_ctx);
+  }
+}
+
+SessionOptions SessionFor(const GenerateFlags& f, const std::string& path, bool budget_auto) {
+  SessionOptions so;
+  so.model_path = path;
+  so.draft_model_path = f.model_draft;
+  so.n_threads = f.threads;
+  so.n_ctx = f.n_ctx;
+  so.n_contexts = f.top_logits > 0 ? 2 : 1;  // --top-logits scores the prompt again
+  so.table_cache = !f.no_table_cache;
+  so.budget_auto = budget_auto;
+  so.recalibrate = f.recalibrate;
+  so.on_note = [](const std::string& line) {
+    std::fprintf(stderr, "goose: %s\n", line.c_str());
+  };
+  return so;
+}
+
+int RunGenerate(const GenerateFlags& f) {
+  GenerateParams params;
+  bool budget_auto = false;
+  if (Status st = ParseRequestFlags(f, &params, &budget_auto); !st.ok()) return Fail(st.message());
+  std::string prompt;
+  if (Status st = ReadPromptText(f, &prompt); !st.ok()) return Fail(st.message());
+  const std::string path = ResolveModelPath(f.model);
+  if (path.empty()) return 1;
+  std::vector<int32_t> prompt_tokens;
+  SessionOptions so = SessionFor(f, path, budget_auto);
+  so.check_model = [&](const Model& model, SessionOptions* o) {
+    GOOSE_RETURN_IF_ERROR(TokenizePrompt(f, model, &prompt, &prompt_tokens));
+    // The largest batch is a prefill pass or a tree of at most 128 nodes.
+    o->n_batch = std::max(PrefillPassTokens(params, static_cast<int>(prompt_tokens.size())), 128);
+    return Status::Ok();
+  };
+  auto session_or = Session::Open(std::move(so));
+  if (!session_or.ok()) return Fail(session_or.status().message());
+  Session& session = **session_or;
+  Engine& engine = session.NewEngine();
+  // (After the KV cache was allocated: a context too big for memory is one error line.)
+  NoteModel(session.model(), path, session.n_ctx());
+  TransitionTable* table = engine.table(params.spec);  // (loads the table cache)
+  session.NoteCacheWarnings();
   if (!f.tr_cache.empty() && table && std::filesystem::exists(f.tr_cache)) {
-    Status st = table->Load(f.tr_cache);
-    if (!st.ok()) return Fail(st.message());
+    if (Status st = table->Load(f.tr_cache); !st.ok()) return Fail(st.message());
   }
 
-  StreamDecoder decoder(tok);
+  StreamDecoder decoder(session.model().tokenizer());
   TokenCallback stream;
   if (!f.json) {
     std::fwrite(prompt.data(), 1, prompt.size(), stdout);
@@ -288,60 +338,31 @@ int RunGenerate(const GenerateFlags& f) {
   if (!result_or.ok()) return Fail(result_or.status().message());
   const GenerateResult& r = *result_or;
   if (!f.tr_cache.empty() && table) {
-    Status st = table->Save(f.tr_cache);
-    if (!st.ok()) return Fail(st.message());
+    if (Status st = table->Save(f.tr_cache); !st.ok()) return Fail(st.message());
   }
-  // A failed save is a warning (the cache records it): the next run starts colder, that is all.
-  (void)engine.SaveLearned();
-  // What the passes took, for the next run's curve (engine/cost_cache.h).
-  if (auto_budget) (void)RecordObservedCosts(cal, engine.ObservedPassCosts());
-  warn_cache();
+  session.Close();
 
   nlohmann::json stats = GenerateStatsJson(r, static_cast<int>(prompt_tokens.size()));
   stats["method"] = f.spec;
   // "auto" or the node budget every tree had
   stats["budget"] =
-      auto_budget ? nlohmann::json("auto") : nlohmann::json(ResolvedBudget(params.spec));
+      budget_auto ? nlohmann::json("auto") : nlohmann::json(ResolvedBudget(params.spec));
   stats["seed"] = f.seed;
-  stats["context_size"] = n_ctx;
-  if (draft) stats["draft_model_file"] = f.model_draft;
+  stats["context_size"] = session.n_ctx();
+  if (session.draft_model()) stats["draft_model_file"] = f.model_draft;
   if (table) stats["table_bytes"] = table->memory_bytes();
   if (f.json) {
-    nlohmann::json j;
-    j["prompt_tokens"] = prompt_tokens;
-    j["tokens"] = r.tokens;
-    j["text"] = tok.Decode(r.tokens);
-    j["stats"] = stats;
-    if (f.top_logits > 0) {
-      auto top =
-          PromptTopLogitsJson(model, prompt_tokens, f.top_logits, f.batch, n_ctx, &pool);
-      if (!top.ok()) return Fail(top.status().message());
-      j["top_logits"] = std::move(*top);
-    }
-    std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
-  } else {
-    const std::string tail = decoder.Flush();
-    std::fwrite(tail.data(), 1, tail.size(), stdout);
-    std::printf("\n");
-    std::fflush(stdout);
-    std::fprintf(stderr,
-                 "prompt: %zu tokens, %.1f tok/s | generated: %zu tokens, %.1f tok/s | "
-                 "spec %s: %lld passes, MAT %.3f\n",
-                 prompt_tokens.size(), stats["prompt_tokens_per_second"].get<double>(),
-                 r.tokens.size(), stats["tokens_per_second"].get<double>(), f.spec.c_str(),
-                 static_cast<long long>(r.stats.cycles),
-                 stats["mean_accepted_tokens"].get<double>());
-    if (r.stats.draft_cycles > 0) {
-      const double n = static_cast<double>(r.stats.draft_cycles);
-      std::fprintf(stderr, "draft model: %.2f passes/cycle, %.2f ms/cycle, %.1f%% of decode time\n",
-                   r.stats.draft_passes / n, 1e3 * r.stats.draft_seconds / n,
-                   r.decode_seconds > 0 ? 100 * r.stats.draft_seconds / r.decode_seconds : 0.0);
-    }
-    if (r.hit_context_limit) {
-      std::fprintf(stderr, "goose: note: stopped at the context limit of %d tokens (raise -c)\n",
-                   n_ctx);
-    }
+    auto j = ResultJson(f, session, prompt_tokens, r, std::move(stats));
+    if (!j.ok()) return Fail(j.status().message());
+    std::printf("%s\n",
+                j->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    return 0;
   }
+  const std::string tail = decoder.Flush();
+  std::fwrite(tail.data(), 1, tail.size(), stdout);
+  std::printf("\n");
+  std::fflush(stdout);
+  PrintSummary(f, prompt_tokens.size(), r, stats, session.n_ctx());
   return 0;
 }
 

@@ -33,12 +33,6 @@ int RunServe(ServeFlags& f) {
   if (o.model_path.empty()) return 1;
   o.max_body_bytes = static_cast<size_t>(f.max_body_mib) << 20;
   o.table_cache = !f.no_table_cache;
-  const int n_parallel = o.n_parallel, n_ctx = o.n_ctx, chunk = o.prefill_chunk;
-  o.check_model = [n_parallel, n_ctx, chunk](const Model& model) {
-    // The largest batch is a prefill pass or a tree of at most 128 nodes.
-    const int n_batch = std::max(chunk > 0 ? chunk : ContextSize(model.config(), n_ctx), 128);
-    return CheckContextMemory(model.config(), n_ctx, n_batch, n_parallel, "-c or --parallel");
-  };
   auto server_or = server::Server::Create(o);
   if (!server_or.ok()) return Fail(server_or.status().message());
   server::Server& srv = **server_or;

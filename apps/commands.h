@@ -7,7 +7,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "engine/cost_cache.h"
+#include "budget/cost_cache.h"
 #include "method/method.h"
 #include "model/llama_config.h"
 #include "util/status.h"
@@ -21,6 +21,7 @@ Runner AddTokenizeCommand(CLI::App& app);
 Runner AddSynthCommand(CLI::App& app);
 Runner AddBenchVerifyCommand(CLI::App& app);
 Runner AddBenchCommand(CLI::App& app);
+Runner AddBenchServeCommand(CLI::App& app);
 Runner AddDemoCommand(CLI::App& app);
 Runner AddServeCommand(CLI::App& app);
 
@@ -31,14 +32,12 @@ std::string DefaultModelPath();
 // Resolves -m (or the default) and explains what to do if there is none. Empty on failure.
 std::string ResolveModelPath(const std::string& flag);
 
+// The prompt sets: $GOOSE_SHARED/data, else ../shared/data beside the source tree.
+std::string DefaultDataDir();
+
 // Prints "goose: <message>" to stderr and returns exit code 1.
 int Fail(const std::string& message);
 
-// Memory the system can give now (MemAvailable, else free physical pages); 0 if unknown.
-uint64_t AvailableMemoryBytes();
-// An error naming `what`, the size and `advice` when `bytes` exceed the available memory (a
-// request that would otherwise end in std::bad_alloc or the OOM killer).
-Status CheckMemory(uint64_t bytes, const std::string& what, const std::string& advice);
 // CheckMemory for `n_contexts` Contexts of n_ctx tokens (0 = default) whose largest batch has
 // n_batch tokens; the advice is to use a smaller `flag` (e.g. "-c").
 Status CheckContextMemory(const LlamaConfig& config, int n_ctx, int n_batch, int n_contexts,

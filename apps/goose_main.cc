@@ -96,6 +96,8 @@ int main(int argc, char** argv) {
   add("tokenize", "print the token ids of a text", goose::cli::AddTokenizeCommand);
   add("synth", "write a random-weight model of a chosen shape", goose::cli::AddSynthCommand);
   add("bench", "Spec-Bench-style evaluation of the methods", goose::cli::AddBenchCommand);
+  add("bench-serve", "concurrent clients against the serving loop, speculation off and on",
+      goose::cli::AddBenchServeCommand);
   add("serve", "OpenAI-compatible HTTP server (completions, chat, streaming)",
       goose::cli::AddServeCommand);
   add("bench-verify", "measure the cost of scoring a tree of N nodes",

@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <string>
 
-#include "engine/cost_cache.h"
+#include "budget/cost_cache.h"
 #include "fuzz_util.h"
 
 namespace goose::fuzz {

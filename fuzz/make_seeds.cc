@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/cost_cache.h"
+#include "budget/cost_cache.h"
 #include "draft/transition_table.h"
 #include "fuzz_util.h"
 #include "gguf/gguf_file.h"

@@ -118,15 +118,26 @@ std::string SourceRate(const json& row, const char* source) {
   return Fmt("%.3f", s["accepted"][source].get<double>() / s["reached"][source].get<double>());
 }
 
-// The draft-model methods: draft work per cycle, slots by source and acceptance per source.
+// "draft 9.00 (0.500), graft_context 5.50 (0.750)": a draft-model row's slots per cycle and
+// acceptance per reached node, for every source its trees held.
+std::string SlotsBySource(const json& row) {
+  std::string out;
+  for (const auto& [source, slots] : row["stats"]["draft_model"]["slots_per_cycle"].items()) {
+    out += (out.empty() ? "" : ", ") + source + " " + Fmt("%.2f", slots.get<double>()) + " (" +
+           SourceRate(row, source.c_str()) + ")";
+  }
+  return out.empty() ? "-" : out;
+}
+
+// The draft-model methods: draft work per cycle, slots and acceptance by source.
 std::string DraftMarkdown(const json& r) {
   const std::vector<const json*> rows = DraftRows(r);
   if (rows.empty()) return "";
   std::string md =
       "\n## Draft model: work per cycle, slots and acceptance by source\n\n"
-      "| config | MAT | tok/s | draft passes | draft ms | draft share of decode | draft slots | "
-      "pruned slots | grafted slots | acceptance draft | graft context | graft table |\n"
-      "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+      "| config | MAT | tok/s | draft passes | draft ms | draft share of decode | pruned slots | "
+      "slots (acceptance) by source |\n"
+      "|---|---:|---:|---:|---:|---:|---:|---|\n";
   for (const json* row : rows) {
     const json& d = (*row)["stats"]["draft_model"];
     const double decode = (*row)["decode_seconds"].get<double>();
@@ -136,11 +147,8 @@ std::string DraftMarkdown(const json& r) {
           Fmt("%.2f", d["passes_per_cycle"].get<double>()) + " | " +
           Fmt("%.2f", 1e3 * d["seconds_per_cycle"].get<double>()) + " | " +
           (decode > 0 ? Fmt("%.1f%%", 100 * d["seconds"].get<double>() / decode) : "-") + " | " +
-          Fmt("%.2f", d["draft_slots_per_cycle"].get<double>()) + " | " +
-          Fmt("%.2f", d["pruned_slots_per_cycle"].get<double>()) + " | " +
-          Fmt("%.2f", d["grafted_slots_per_cycle"].get<double>()) + " | " +
-          SourceRate(*row, "draft") + " | " + SourceRate(*row, "graft_context") + " | " +
-          SourceRate(*row, "graft_table") + " |\n";
+          Fmt("%.2f", d["pruned_slots_per_cycle"].get<double>()) + " | " + SlotsBySource(*row) +
+          " |\n";
   }
   md += "\nPer cycle (cycles the draft model drafted); slots are verify-tree nodes besides the "
         "root; acceptance = accepted / reached per source.\n";
@@ -397,12 +405,37 @@ struct DepthCurves {
   }
 };
 
-Status WritePlots(const json& r, const std::string& dir, std::vector<std::string>* files) {
-  if (!GnuplotAvailable()) return Status::Error("gnuplot not found on PATH; plots skipped");
+// The terminal line of every plot: pngcairo where gnuplot has it.
+std::string PngTerminal() {
   int rc = 0;
   RunCapture("gnuplot -e 'set terminal pngcairo' 2>&1", &rc);
-  const std::string term = rc == 0 ? "pngcairo size 1000,600 noenhanced font ',10'"
-                                   : "png size 1000,600 noenhanced";
+  return rc == 0 ? "pngcairo size 1000,600 noenhanced font ',10'" : "png size 1000,600 noenhanced";
+}
+
+Status RunGnuplot(const std::string& script, const std::string& data, const std::string& dir,
+                  const std::string& name) {
+  if (!GnuplotAvailable()) return Status::Error("gnuplot not found on PATH; plots skipped");
+  const fs::path src = fs::path(dir) / "plots_src";
+  std::error_code ec;
+  fs::create_directories(src, ec);
+  if (ec) return Status::Error("cannot create '" + src.string() + "': " + ec.message());
+  const fs::path dat = src / (name + ".dat"), gp = src / (name + ".gp");
+  std::ofstream(dat) << data;
+  {
+    std::ofstream f(gp);
+    f << "set terminal " << PngTerminal() << "\nDATA = " << GpString(dat.string()) << "\n"
+      << script;
+    if (!f) return Status::Error("cannot write '" + gp.string() + "'");
+  }
+  int rc = 0;
+  const std::string out = RunCapture("gnuplot " + Quote(gp.string()) + " 2>&1", &rc);
+  if (rc != 0) return Status::Error("gnuplot failed on " + gp.string() + ": " + out);
+  return Status::Ok();
+}
+
+Status WritePlots(const json& r, const std::string& dir, std::vector<std::string>* files) {
+  if (!GnuplotAvailable()) return Status::Error("gnuplot not found on PATH; plots skipped");
+  const std::string term = PngTerminal();
   const fs::path src = fs::path(dir) / "plots_src";
   std::error_code ec;
   fs::create_directories(src, ec);
@@ -533,6 +566,7 @@ Status WritePlots(const json& r, const std::string& dir, std::vector<std::string
     f << script;
     if (!f) return Status::Error("cannot write '" + (src / "plots.gp").string() + "'");
   }
+  int rc = 0;
   const std::string out = RunCapture("gnuplot " + Quote((src / "plots.gp").string()) + " 2>&1", &rc);
   if (rc != 0) return Status::Error("gnuplot failed on " + (src / "plots.gp").string() + ": " + out);
   std::vector<std::string> pngs = {"speedup_vs_budget.png", "tokens_per_second_vs_budget.png",

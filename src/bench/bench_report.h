@@ -7,7 +7,7 @@
 // - ResultsMarkdown(results): tables of speedup and MAT per data set for every config, the
 //   overall MAT / tokens/s / speedup / per-prompt speedup median [min, max] / projected speedup,
 //   tokens/s per variant and budget, for the draft-model methods their draft work per cycle
-//   (passes, ms, share of decode time), slots (draft, pruned, grafted) and acceptance per
+//   (passes, ms, share of decode time), pruned slots, and slots and acceptance per
 //   source, the verify-cost curves and the equality check (mismatches printed first and loudly).
 // - WritePlots(results, dir, &files): speedup_vs_budget.png and tokens_per_second_vs_budget.png
 //   on a log2 tree-size axis (a line per variant over its fixed budgets, goose and goose+paper
@@ -35,6 +35,10 @@ nlohmann::json MachineJson();
 std::string GitCommit(const std::string& dir);
 std::string ResultsMarkdown(const nlohmann::json& results);
 bool GnuplotAvailable();
+// Runs a gnuplot `script` (after the terminal and DATA = the path of `data`, both written to
+// dir/plots_src/<name>.gp and .dat); an error when gnuplot is absent or fails.
+Status RunGnuplot(const std::string& script, const std::string& data, const std::string& dir,
+                  const std::string& name);
 Status WritePlots(const nlohmann::json& results, const std::string& dir,
                   std::vector<std::string>* files);
 

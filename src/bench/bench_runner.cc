@@ -8,8 +8,8 @@
 #include <memory>
 #include <set>
 
-#include "engine/cost_cache.h"
-#include "engine/budget_chooser.h"
+#include "budget/cost_cache.h"
+#include "budget/budget_chooser.h"
 #include "engine/report.h"
 
 namespace goose {
@@ -195,9 +195,137 @@ int FirstMismatch(const std::vector<int32_t>& baseline, const std::vector<int32_
   return baseline.size() == got.size() ? -1 : static_cast<int>(n);
 }
 
-StatusOr<json> RunBench(const Model& model, ThreadPool* pool, const std::vector<DataSet>& sets,
+namespace {
+
+// The sets' prompts tokenized once, over-long ones cut to their head.
+struct Prompts {
+  std::vector<std::vector<std::vector<int32_t>>> ids;  // [set][prompt]
+  std::vector<int> truncated;                           // [set]
+  int longest = 1;
+  int64_t total = 0;
+};
+
+StatusOr<Prompts> TokenizePrompts(const Tokenizer& tok, const std::vector<DataSet>& sets,
+                                  int max_prompt) {
+  Prompts p;
+  p.ids.resize(sets.size());
+  p.truncated.assign(sets.size(), 0);
+  for (size_t s = 0; s < sets.size(); ++s) {
+    for (const BenchPrompt& bp : sets[s].prompts) {
+      std::vector<int32_t> ids = bp.tokens.empty() ? tok.Encode(bp.text, true) : bp.tokens;
+      if (ids.empty()) return Status::Error(bp.id + ": prompt has no tokens");
+      if (static_cast<int>(ids.size()) > max_prompt) {
+        ids.resize(max_prompt);
+        ++p.truncated[s];
+      }
+      p.longest = std::max(p.longest, static_cast<int>(ids.size()));
+      p.ids[s].push_back(std::move(ids));
+      ++p.total;
+    }
+  }
+  return p;
+}
+
+// One engine per config (each learning on its own, as a fresh process would), with the
+// parameters its requests run.
+struct ConfigEngines {
+  std::vector<Engine*> engines;
+  std::vector<GenerateParams> params;
+};
+
+StatusOr<ConfigEngines> MakeEngines(Session& session, const std::vector<BenchConfig>& configs,
+                                    const BenchOptions& opt, int n_ctx,
+                                    const std::vector<VerifyCostPoint>& model_curve,
+                                    const std::vector<VerifyCostPoint>& cost_model_curve) {
+  ConfigEngines out;
+  for (const BenchConfig& c : configs) {
+    if (MethodOf(c.spec).needs_draft_model() && session.draft_model() == nullptr) {
+      return Status::Error(c.Label() + " needs a draft model: give one with -md DRAFT.gguf");
+    }
+    EngineOptions eo;  // every config learns on its own, on the curve the bench gives it
+    eo.n_ctx = n_ctx;
+    eo.share_learned = false;
+    eo.session_curve = false;
+    Engine& engine = session.NewEngine(eo);
+    GenerateParams gp;
+    gp.n_predict = opt.max_tokens;
+    gp.ignore_eos = opt.ignore_eos;
+    gp.sampling.temp = opt.temp;
+    gp.sampling.seed = opt.seed;
+    gp.spec = c.spec;
+    gp.spec.budget = c.budget > 0 ? c.budget : 0;
+    if (c.budget == kAutoBudget || c.budget == kAutoCostModelBudget) {
+      const bool on_cost_model = c.budget == kAutoCostModelBudget;
+      if (on_cost_model && opt.cost_model_cost.empty()) {
+        return Status::Error("budget auto-cm needs --cost-model or --cost-curve");
+      }
+      if (!on_cost_model && opt.model_cost.empty()) {
+        return Status::Error("--budget auto needs a cost curve");
+      }
+      engine.SetCostCurve(ToCostSamples(on_cost_model ? cost_model_curve : model_curve));
+      // This machine's passes correct this machine's curve, not another model's.
+      if (!on_cost_model) engine.LearnPassCosts({});
+      gp.spec.auto_budget = true;
+    }
+    out.engines.push_back(&engine);
+    out.params.push_back(std::move(gp));
+  }
+  return out;
+}
+
+// What one generation adds to its cell.
+void AddToCell(const GenerateResult& r, size_t n_out, const std::vector<int64_t>& chosen_before,
+               Engine& engine, const GenerateParams& params, Cell* cell) {
+  ++cell->prompts;
+  cell->generated += static_cast<int64_t>(n_out);
+  const int64_t n_decoded = std::max<int64_t>(0, static_cast<int64_t>(n_out) - 1);
+  cell->decode_tokens += n_decoded;
+  cell->decode_seconds += r.decode_seconds;
+  cell->prompt_tps.push_back(r.decode_seconds > 0 ? n_decoded / r.decode_seconds : 0);
+  cell->stats.Merge(r.stats);
+  if (!params.spec.auto_budget) return;
+  // The budgets the engine chose, or for a method that sizes its own trees the sizes they
+  // came out at.
+  std::vector<int64_t> after = engine.ChosenBudgets(params.spec);
+  std::vector<int64_t> base = chosen_before;
+  if (MethodOf(params.spec).SizesOwnTrees(params.spec)) {
+    after.assign(r.stats.tree_nodes, r.stats.tree_nodes + SpecStats::kMaxTreeNodes + 1);
+    base.clear();
+  }
+  base.resize(after.size(), 0);
+  cell->chosen.resize(std::max(cell->chosen.size(), after.size()), 0);
+  for (size_t b = 0; b < after.size(); ++b) cell->chosen[b] += after[b] - base[b];
+}
+
+// results.json's "results" (per set and config) and "summary" (per config over all sets).
+json CellsJson(const std::vector<BenchConfig>& configs, const std::vector<DataSet>& sets,
+               const std::vector<std::vector<Cell>>& cells, const std::vector<double>& model_cost,
+               const std::vector<double>& proj_cost) {
+  const size_t n_cfg = configs.size();
+  json results = json::array(), summary = json::array();
+  std::vector<Cell> totals(n_cfg);
+  for (size_t s = 0; s < sets.size(); ++s) {
+    for (size_t c = 0; c < n_cfg; ++c) {
+      json j = CellJson(configs[c], cells[s][c], cells[s][0], model_cost, proj_cost);
+      j["dataset"] = sets[s].label;
+      results.push_back(j);
+      totals[c].Merge(cells[s][c]);
+    }
+  }
+  for (size_t c = 0; c < n_cfg; ++c) {
+    json j = CellJson(configs[c], totals[c], totals[0], model_cost, proj_cost);
+    j["dataset"] = "all";
+    summary.push_back(j);
+  }
+  return {{"results", results}, {"summary", summary}};
+}
+
+}  // namespace
+
+StatusOr<json> RunBench(Session& session, const std::vector<DataSet>& sets,
                         const std::vector<BenchConfig>& configs, const BenchOptions& opt,
                         const ResultHook& hook) {
+  const Model& model = session.model();
   if (configs.empty() || configs[0].spec.method != "none") {
     return Status::Error("the first benchmark config must be the 'none' baseline");
   }
@@ -209,29 +337,12 @@ StatusOr<json> RunBench(const Model& model, ThreadPool* pool, const std::vector<
     return Status::Error(StrFormat("--max-tokens %d does not fit the model's context of %d",
                                    opt.max_tokens, model_ctx));
   }
-  // Tokenize once; cut over-long prompts to their head.
-  const Tokenizer& tok = model.tokenizer();
-  std::vector<std::vector<std::vector<int32_t>>> prompts(sets.size());
-  std::vector<int> truncated(sets.size(), 0);
-  int longest = 1;
-  int64_t total_prompts = 0;
-  for (size_t s = 0; s < sets.size(); ++s) {
-    for (const BenchPrompt& p : sets[s].prompts) {
-      std::vector<int32_t> ids = p.tokens.empty() ? tok.Encode(p.text, true) : p.tokens;
-      if (ids.empty()) return Status::Error(p.id + ": prompt has no tokens");
-      if (static_cast<int>(ids.size()) > max_prompt) {
-        ids.resize(max_prompt);
-        ++truncated[s];
-      }
-      longest = std::max(longest, static_cast<int>(ids.size()));
-      prompts[s].push_back(std::move(ids));
-      ++total_prompts;
-    }
-  }
+  GOOSE_ASSIGN_OR_RETURN(const Prompts prompts,
+                         TokenizePrompts(model.tokenizer(), sets, max_prompt));
   // Room for the largest draft tree past the last token: a cache cut at exactly prompt +
   // max_tokens would truncate the final cycles' trees and understate MAT.
   constexpr int kTreeHeadroom = 128;
-  const int n_ctx = std::min(model_ctx, longest + opt.max_tokens + 1 + kTreeHeadroom);
+  const int n_ctx = std::min(model_ctx, prompts.longest + opt.max_tokens + 1 + kTreeHeadroom);
 
   // Both curves monotone (a larger tree never costs less), as reported and as used.
   std::vector<VerifyCostPoint> model_curve = opt.model_cost, cost_model_curve = opt.cost_model_cost;
@@ -240,53 +351,23 @@ StatusOr<json> RunBench(const Model& model, ThreadPool* pool, const std::vector<
   const std::vector<double> model_cost = ExpandCostCurve(ToCostSamples(model_curve));
   const std::vector<double> proj_cost = ExpandCostCurve(ToCostSamples(cost_model_curve));
   const int n_cfg = static_cast<int>(configs.size());
-  std::vector<std::unique_ptr<Engine>> engines;
-  std::vector<GenerateParams> params(n_cfg);
-  for (int c = 0; c < n_cfg; ++c) {
-    engines.push_back(std::make_unique<Engine>(model, n_ctx, pool));
-    if (MethodOf(configs[c].spec).needs_draft_model()) {
-      if (opt.draft_model == nullptr) {
-        return Status::Error(configs[c].Label() + " needs a draft model: give one with -md "
-                             "DRAFT.gguf");
-      }
-      GOOSE_RETURN_IF_ERROR(engines.back()->SetDraftModel(*opt.draft_model));
-    }
-    GenerateParams& gp = params[c];
-    gp.n_predict = opt.max_tokens;
-    gp.ignore_eos = opt.ignore_eos;
-    gp.sampling.temp = opt.temp;
-    gp.sampling.seed = opt.seed;
-    gp.spec = configs[c].spec;
-    gp.spec.budget = configs[c].budget > 0 ? configs[c].budget : 0;
-    if (configs[c].budget == kAutoBudget || configs[c].budget == kAutoCostModelBudget) {
-      const bool on_cost_model = configs[c].budget == kAutoCostModelBudget;
-      if (on_cost_model && opt.cost_model_cost.empty()) {
-        return Status::Error("budget auto-cm needs --cost-model or --cost-curve");
-      }
-      if (!on_cost_model && opt.model_cost.empty()) {
-        return Status::Error("--budget auto needs a cost curve");
-      }
-      engines[c]->SetCostCurve(ToCostSamples(on_cost_model ? cost_model_curve : model_curve));
-      // This machine's passes correct this machine's curve, not another model's.
-      if (!on_cost_model) engines[c]->LearnPassCosts({});
-      gp.spec.auto_budget = true;
-    }
-  }
-
+  GOOSE_ASSIGN_OR_RETURN(ConfigEngines run, MakeEngines(session, configs, opt, n_ctx, model_curve,
+                                                        cost_model_curve));
   const char* inject_env = std::getenv("GOOSE_BENCH_INJECT_MISMATCH");
   const std::string inject = inject_env ? inject_env : "";
   std::vector<std::vector<Cell>> cells(sets.size(), std::vector<Cell>(n_cfg));
   json mismatches = json::array();
   std::set<std::string> mismatching_prompts;
-  Progress progress(total_prompts * n_cfg, opt.quiet);
+  Progress progress(prompts.total * n_cfg, opt.quiet);
   int64_t prompt_counter = 0;
   for (size_t s = 0; s < sets.size(); ++s) {
-    for (size_t i = 0; i < prompts[s].size(); ++i, ++prompt_counter) {
+    for (size_t i = 0; i < prompts.ids[s].size(); ++i, ++prompt_counter) {
       std::vector<std::vector<int32_t>> outputs(n_cfg);
       for (int k = 0; k < n_cfg; ++k) {
         const int c = static_cast<int>((k + prompt_counter) % n_cfg);  // rotate per prompt
-        const std::vector<int64_t> before = engines[c]->ChosenBudgets(params[c].spec);
-        auto r = engines[c]->Generate(prompts[s][i], params[c]);
+        Engine& engine = *run.engines[c];
+        const std::vector<int64_t> before = engine.ChosenBudgets(run.params[c].spec);
+        auto r = engine.Generate(prompts.ids[s][i], run.params[c]);
         if (!r.ok()) {
           return Status::Error(sets[s].prompts[i].id + " (" + configs[c].Label() +
                                "): " + r.status().message());
@@ -297,27 +378,7 @@ StatusOr<json> RunBench(const Model& model, ThreadPool* pool, const std::vector<
         } else if (inject == configs[c].Label() && !outputs[c].empty()) {
           outputs[c].back() ^= 1;
         }
-        Cell& cell = cells[s][c];
-        ++cell.prompts;
-        cell.generated += static_cast<int64_t>(outputs[c].size());
-        const int64_t n_decoded = std::max<int64_t>(0, static_cast<int64_t>(outputs[c].size()) - 1);
-        cell.decode_tokens += n_decoded;
-        cell.decode_seconds += r->decode_seconds;
-        cell.prompt_tps.push_back(r->decode_seconds > 0 ? n_decoded / r->decode_seconds : 0);
-        cell.stats.Merge(r->stats);
-        if (params[c].spec.auto_budget) {
-          // The budgets the engine chose, or for a method that sizes its own trees the sizes
-          // they came out at.
-          std::vector<int64_t> after = engines[c]->ChosenBudgets(params[c].spec);
-          std::vector<int64_t> base = before;
-          if (MethodOf(params[c].spec).SizesOwnTrees(params[c].spec)) {
-            after.assign(r->stats.tree_nodes, r->stats.tree_nodes + SpecStats::kMaxTreeNodes + 1);
-            base.clear();
-          }
-          base.resize(after.size(), 0);
-          cell.chosen.resize(std::max(cell.chosen.size(), after.size()), 0);
-          for (size_t b = 0; b < after.size(); ++b) cell.chosen[b] += after[b] - base[b];
-        }
+        AddToCell(*r, outputs[c].size(), before, engine, run.params[c], &cells[s][c]);
         progress.Step(sets[s].label + " " + configs[c].Label());
       }
       for (int c = 1; c < n_cfg; ++c) {
@@ -331,30 +392,13 @@ StatusOr<json> RunBench(const Model& model, ThreadPool* pool, const std::vector<
                               {"first_differing_token", at}});
       }
     }
-    for (int c = 0; c < n_cfg; ++c) cells[s][c].truncated = truncated[s];
+    for (int c = 0; c < n_cfg; ++c) cells[s][c].truncated = prompts.truncated[s];
   }
 
-  json results = json::array(), summary = json::array();
-  std::vector<Cell> totals(n_cfg);
-  for (size_t s = 0; s < sets.size(); ++s) {
-    for (int c = 0; c < n_cfg; ++c) {
-      json j = CellJson(configs[c], cells[s][c], cells[s][0], model_cost, proj_cost);
-      j["dataset"] = sets[s].label;
-      results.push_back(j);
-      totals[c].Merge(cells[s][c]);
-    }
-  }
-  for (int c = 0; c < n_cfg; ++c) {
-    json j = CellJson(configs[c], totals[c], totals[0], model_cost, proj_cost);
-    j["dataset"] = "all";
-    summary.push_back(j);
-  }
-  json out;
-  out["results"] = results;
-  out["summary"] = summary;
+  json out = CellsJson(configs, sets, cells, model_cost, proj_cost);
   out["equality"] = {{"mismatching_prompts", mismatching_prompts.size()},
                      {"mismatching_generations", mismatches.size()},
-                     {"checked_generations", total_prompts * (n_cfg - 1)},
+                     {"checked_generations", prompts.total * (n_cfg - 1)},
                      {"mismatches", mismatches}};
   out["verify_cost"] = {{"model_under_test", CurveJson(model_curve)},
                         {"cost_model", cost_model_curve.empty() ? json(nullptr)

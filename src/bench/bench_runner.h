@@ -31,8 +31,9 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/datasets.h"
-#include "engine/verify_cost.h"
+#include "budget/verify_cost.h"
 #include "engine/engine.h"
+#include "engine/session.h"
 
 namespace goose {
 
@@ -73,9 +74,6 @@ struct BenchOptions {
   // Cost curves (seconds per pass); the model's drives --budget auto and c(B)/c(1).
   std::vector<VerifyCostPoint> model_cost;
   std::vector<VerifyCostPoint> cost_model_cost;  // empty: no projection
-  // The draft model of the draft-model methods (-md), given to every config's engine; null:
-  // none (a config that needs one is then an error).
-  const Model* draft_model = nullptr;
 };
 
 // Called after each generation (tests inject mismatches here): config index, prompt, ids.
@@ -83,8 +81,9 @@ using ResultHook = std::function<void(int config, const BenchPrompt&, std::vecto
 
 // Runs everything and returns results.json's "results", "summary", "equality" and
 // "verify_cost" members; the caller adds machine/model/settings.
-StatusOr<nlohmann::json> RunBench(const Model& model, ThreadPool* pool,
-                                  const std::vector<DataSet>& sets,
+// One engine per config from `session` (its model, pool and draft model, which every config's
+// engine drafts with; a config that needs one without it is an error), each learning on its own.
+StatusOr<nlohmann::json> RunBench(Session& session, const std::vector<DataSet>& sets,
                                   const std::vector<BenchConfig>& configs,
                                   const BenchOptions& opt, const ResultHook& hook = {});
 

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "util/files.h"
 #include "util/rng.h"
 
 namespace goose {
@@ -20,7 +21,9 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr char kMagic[8] = {'G', 'O', 'O', 'S', 'E', 'L', 'R', 'N'};
-constexpr uint32_t kVersion = 1;
+// 2: the tuned GOOSE extras always end in the per-step value calibration, and the draft-model
+// methods' extras are never empty (version 1 files are a fresh start, with a warning).
+constexpr uint32_t kVersion = 2;
 
 template <typename T>
 void Put(std::string* out, const T& v) {
@@ -146,17 +149,6 @@ StatusOr<std::string> ReadFile(const std::string& path) {
   return ss.str();
 }
 
-// A temporary name beside `target`, unique per process and call: concurrent writers (other
-// processes, other threads) never share one.
-fs::path TempPathFor(const fs::path& target) {
-  static std::atomic<uint64_t> counter{0};
-  const uint64_t nonce = Mix64(static_cast<uint64_t>(::getpid()) * 0x9e3779b97f4a7c15ull +
-                               counter.fetch_add(1));
-  return target.parent_path() /
-         ("." + target.filename().string() +
-          StrFormat(".%016llx.tmp", static_cast<unsigned long long>(nonce)));
-}
-
 uint64_t DirBytes(const fs::path& dir) {
   uint64_t total = 0;
   std::error_code ec;
@@ -167,34 +159,6 @@ uint64_t DirBytes(const fs::path& dir) {
 }
 
 }  // namespace
-
-std::string GooseCacheDir() {
-  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return (fs::path(x) / "goose");
-  if (const char* h = std::getenv("HOME"); h && *h) return fs::path(h) / ".cache" / "goose";
-  return fs::path("/tmp") / "goose-cache";
-}
-
-Status WriteFileAtomically(const std::string& path, const std::string& bytes) {
-  const fs::path target(path);
-  std::error_code ec;
-  fs::create_directories(target.parent_path(), ec);
-  const fs::path tmp = TempPathFor(target);
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    out.flush();
-    if (!out) {
-      fs::remove(tmp, ec);
-      return Status::Error("cannot write '" + tmp.string() + "'");
-    }
-  }
-  fs::rename(tmp, target, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
-    return Status::Error("cannot rename onto '" + path + "': " + ec.message());
-  }
-  return Status::Ok();
-}
 
 LearnedCache::LearnedCache(std::string dir, uint64_t fingerprint, uint64_t max_bytes)
     : dir_(std::move(dir)),
@@ -274,7 +238,7 @@ Status LearnedCache::Save(const SpecParams& spec, const Learned& learned) {
   Status status = Status::Ok();
   if (learned.table && MethodOf(spec).KeepsTable(spec)) {
     // TransitionTable::Save writes a path; it goes to a temporary name and is renamed.
-    const std::string tmp = TempPathFor(base + ".table").string();
+    const std::string tmp = TempPathBeside(base + ".table");
     std::error_code ec;
     fs::create_directories(model_dir_, ec);
     status = learned.table->Save(tmp);

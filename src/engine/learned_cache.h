@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "method/method.h"
+#include "util/files.h"
 #include "util/status.h"
 
 namespace goose {
@@ -58,11 +59,5 @@ class LearnedCache {
   std::mutex mu_;
   std::vector<std::string> warnings_;
 };
-
-// $XDG_CACHE_HOME/goose, else ~/.cache/goose, else /tmp/goose-cache (shared with the cost cache).
-std::string GooseCacheDir();
-
-// Writes `bytes` to `path` through a temporary file in the same directory and a rename.
-Status WriteFileAtomically(const std::string& path, const std::string& bytes);
 
 }  // namespace goose

@@ -6,20 +6,17 @@ namespace goose {
 
 namespace {
 
-// Draft-model work and grafted slots (draft-model methods only).
+// What a draft model's drafting cost (the methods that draft with one), per cycle it drafted.
 nlohmann::json DraftModelJson(const SpecStats& s) {
   using nlohmann::json;
   const double n = static_cast<double>(std::max<int64_t>(s.draft_cycles, 1));
-  const int dr = static_cast<int>(NodeSource::kDraft);
-  int64_t grafted = 0, grafted_reached = 0, grafted_accepted = 0;
-  for (NodeSource src : {NodeSource::kGraftContext, NodeSource::kGraftTable}) {
-    grafted += s.drafted[static_cast<int>(src)];
-    grafted_reached += s.reached[static_cast<int>(src)];
-    grafted_accepted += s.accepted[static_cast<int>(src)];
-  }
   json passes = json::object();  // draft passes -> cycles
   for (int k = 0; k <= SpecStats::kMaxDraftPasses; ++k) {
     if (s.draft_passes_cycles[k]) passes[std::to_string(k)] = s.draft_passes_cycles[k];
+  }
+  json slots = json::object();  // per source: tree nodes besides the root per cycle
+  for (int src = 1; src < kNumSources; ++src) {
+    if (s.drafted[src]) slots[NodeSourceName(static_cast<NodeSource>(src))] = s.drafted[src] / n;
   }
   json j;
   j["cycles"] = s.draft_cycles;
@@ -29,16 +26,9 @@ nlohmann::json DraftModelJson(const SpecStats& s) {
   j["rows"] = s.draft_rows;
   j["seconds"] = s.draft_seconds;
   j["seconds_per_cycle"] = s.draft_seconds / n;
-  j["draft_slots"] = s.drafted[dr];
-  j["draft_slots_per_cycle"] = s.drafted[dr] / n;
   j["pruned_slots"] = s.pruned_slots;
   j["pruned_slots_per_cycle"] = s.pruned_slots / n;
-  j["grafted_slots"] = grafted;
-  j["grafted_slots_per_cycle"] = grafted / n;
-  j["grafted_reached"] = grafted_reached;
-  j["grafted_accepted"] = grafted_accepted;
-  j["grafted_acceptance_per_reached"] =
-      grafted_reached ? static_cast<double>(grafted_accepted) / grafted_reached : 0.0;
+  j["slots_per_cycle"] = slots;
   return j;
 }
 

@@ -4,14 +4,12 @@
 //   requests (+noextras: without the unigram-row extra candidates);
 // - paper (+paper): Algorithm 1 and the routes of docs/methods.md §3.6 exactly as GOOSE's
 //   reference code, with its spine-acceptance EMA and a per-request table.
-#include <cstring>
-
 #include "draft/context_matcher.h"
 #include "method/acceptance_tracker.h"
-#include "method/cycle_rate.h"
+#include "budget/cycle_rate.h"
 #include "method/draft_model.h"
 #include "method/table_drafter.h"
-#include "method/value_calibration.h"
+#include "budget/value_calibration.h"
 #include "tree/best_first_builder.h"
 #include "tree/spine_ema.h"
 #include "tree/tree_builders.h"
@@ -125,6 +123,10 @@ class GooseTunedDrafter : public GooseDrafterBase {
                                   learned_.acceptance.model(), table_, bf, &values_);
       p.route = TreeRoute(p.tree);
       spine_class_ = bf.spine_class;
+      p.values = values_;
+      for (size_t i = 1; i < p.values.size() && !node_scale_.empty(); ++i) {
+        p.values[i] *= node_scale_[std::min(i, node_scale_.size() - 1)];
+      }
     }
     return p;
   }
@@ -195,24 +197,14 @@ class Goose : public Method {
   }
 };
 
-// The acceptance counts, then the value calibration (or, from goose builds before its steps,
-// one accepted and one predicted figure).
+// The acceptance counts, then the value calibration.
 Status TunedLearned::LoadExtra(std::string_view bytes) {
-  constexpr size_t kOldTail = 2 * sizeof(double);
   AcceptanceTracker tracker;
   ValueCalibration cal;
   const size_t n = bytes.size();
-  if (n < ValueCalibration::kBytes ||
-      !tracker.Load(bytes.substr(0, n - ValueCalibration::kBytes)).ok()) {
-    if (n < kOldTail) return Status::Error("tuned GOOSE state: too short");
-    double a = 0, p = 0;
-    std::memcpy(&a, bytes.data() + n - kOldTail, sizeof(a));
-    std::memcpy(&p, bytes.data() + n - sizeof(double), sizeof(p));
-    GOOSE_RETURN_IF_ERROR(tracker.Load(bytes.substr(0, n - kOldTail)));
-    GOOSE_RETURN_IF_ERROR(cal.LoadTotals(a, p));
-  } else {
-    GOOSE_RETURN_IF_ERROR(cal.Load(bytes.substr(n - ValueCalibration::kBytes)));
-  }
+  if (n < ValueCalibration::kBytes) return Status::Error("tuned GOOSE state: too short");
+  GOOSE_RETURN_IF_ERROR(tracker.Load(bytes.substr(0, n - ValueCalibration::kBytes)));
+  GOOSE_RETURN_IF_ERROR(cal.Load(bytes.substr(n - ValueCalibration::kBytes)));
   acceptance = tracker;
   calibration = cal;
   return Status::Ok();

@@ -31,7 +31,7 @@
 #include <string>
 #include <string_view>
 
-#include "method/cycle_rate.h"
+#include "budget/cycle_rate.h"
 #include "util/status.h"
 
 namespace goose {

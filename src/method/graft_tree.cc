@@ -14,7 +14,6 @@ std::string DraftLearned::SaveExtra() const {
 }
 
 Status DraftLearned::LoadExtra(std::string_view bytes) {
-  if (bytes.empty()) return Status::Ok();
   constexpr size_t kA = GraftAcceptance::kBytes, kT = DraftTiming::kBytes;
   if (bytes.size() != kA + kT + ValueCalibration::kBytes) {
     return Status::Error("draft-model state: " + std::to_string(bytes.size()) + " bytes");
@@ -56,34 +55,6 @@ constexpr int kFreshMatchTokens = 16;
 constexpr int kFreshMatchClass = 2;
 
 }  // namespace
-
-SizeCutBound::SizeCutBound(const std::vector<CostSample>& cost, std::vector<double> scale,
-                           double rate)
-    : cost_(cost), scale_(std::move(scale)), smax_(scale_), rate_(rate) {
-  for (size_t i = smax_.size(); i-- > 1;) smax_[i - 1] = std::max(smax_[i - 1], smax_[i]);
-}
-
-double SizeCutBound::Scale(size_t i) const {
-  return scale_.empty() ? 1.0 : scale_[std::min(i, scale_.size() - 1)];
-}
-
-bool SizeCutBound::Stop(size_t k, double v, double left) {
-  if (k > 1) expected_ += Scale(k - 1) * v;
-  bool at_size = false;
-  for (; next_ < cost_.size() && cost_[next_].nodes <= static_cast<int>(k); ++next_) {
-    if (cost_[next_].nodes < static_cast<int>(k)) continue;  // (sizes < 1: never)
-    best_ = std::max(best_, SizeScore(expected_, cost_[next_].seconds, rate_));
-    at_size = true;
-  }
-  if (!at_size) return false;
-  // Every later node is worth at most `left` (values fall along best-first order).
-  const double most = left * (k < smax_.size() ? smax_[k] : Scale(k));
-  for (size_t j = next_; j < cost_.size(); ++j) {
-    const double gain = (cost_[j].nodes - static_cast<double>(k)) * most;
-    if (SizeScore(expected_ + gain, cost_[j].seconds, rate_) > best_) return false;
-  }
-  return true;
-}
 
 TreeGrower::TreeGrower(GrowMode mode, const GrowParams& params, Context& draft_ctx,
                        DraftLearned& learned, const TransitionTable* table, std::mutex* pool_turn)
@@ -273,17 +244,17 @@ std::vector<int> TreeGrower::Select(int budget, Pick pick, int32_t anchor_prev,
       take(u, v, on_retrieved[u] || !has_child[u]);
     }
   }
-  // --budget auto: the selection ends where the cut cannot fall further on (SizeCutBound); the
-  // whole budget (128) took thousands of retrieved pool nodes a cycle where trees take 4-12,
+  // --budget auto: the selection ends where the cut cannot fall further on (tree/size_cut.h);
+  // the whole budget (128) took thousands of retrieved pool nodes a cycle where trees take 4-12,
   // 0.5 ms of graft's ~21 ms cycles on the 0.44B-cost pair.
   const double rate = learned_.timing.TokensPerSecond();
-  std::optional<SizeCutBound> bound;
-  if (cut_cost_ != nullptr && fixed == nullptr && rate > 0) {
-    bound.emplace(*cut_cost_, learned_.calibration.NodeScale(budget), rate);
-    if (bound->Stop(1, 1.0, heap.empty() ? 0.0 : heap.top().value)) {
-      if (cut) *cut = true;
-      return sel;
-    }
+  const std::vector<double> scale = learned_.calibration.NodeScale(budget);
+  std::optional<SizeCut> size_cut;
+  if (cut_cost_ != nullptr && fixed == nullptr && rate > 0) size_cut.emplace(*cut_cost_, scale, rate);
+  auto may_grow = [&] { return !size_cut || size_cut->MayGrow(heap.empty() ? 0.0 : heap.top().value); };
+  if (!may_grow()) {
+    if (cut) *cut = true;
+    return sel;
   }
   while (static_cast<int>(sel.size()) < budget && !heap.empty()) {
     const HeapItem top = heap.top();
@@ -291,7 +262,8 @@ std::vector<int> TreeGrower::Select(int budget, Pick pick, int32_t anchor_prev,
     if (in_sel[top.node]) continue;
     if (!(top.value > floor)) break;
     take(top.node, top.value, true);
-    if (bound && bound->Stop(sel.size(), top.value, heap.empty() ? 0.0 : heap.top().value)) {
+    if (size_cut) size_cut->Add(top.value);
+    if (!may_grow()) {
       if (cut) *cut = true;
       break;
     }
@@ -374,18 +346,10 @@ void TreeGrower::GrowPruned(const CycleInput& in, Pick pick, DraftWork* work) {
 
 size_t TreeGrower::CostSize(const std::vector<int>& sel, const std::vector<CostSample>& cost,
                             double draft_seconds) const {
-  size_t best = 1;
-  double best_score = -HUGE_VAL, expected = 1;
-  size_t k = 1;
   const std::vector<double> scale = learned_.calibration.NodeScale(static_cast<int>(sel.size()));
-  const double rate = learned_.timing.TokensPerSecond();
-  for (const CostSample& c : cost) {
-    if (c.nodes < 1 || static_cast<size_t>(c.nodes) > sel.size()) continue;
-    for (; k < static_cast<size_t>(c.nodes); ++k) expected += scale[k] * value_[sel[k]];
-    const double score = SizeScore(expected, c.seconds + draft_seconds, rate);
-    if (score > best_score) best_score = score, best = c.nodes;
-  }
-  return best;
+  SizeCut size_cut(cost, scale, learned_.timing.TokensPerSecond(), draft_seconds);
+  for (size_t k = 1; k < sel.size(); ++k) size_cut.Add(value_[sel[k]]);
+  return size_cut.best_size();
 }
 
 std::vector<int> TreeGrower::RootGuesses(const CycleInput& in) {
@@ -489,6 +453,14 @@ Proposal TreeGrower::Propose(const CycleInput& in) {
     tree_pool_.push_back(sel[k]);
   }
   p.route = p.tree.size() > 1 ? Route::kDraftTree : Route::kAr;
+  if (mode_ != GrowMode::kDense) {  // (the dense tree's values are the draft's raw products)
+    const std::vector<double> scale =
+        learned_.calibration.NodeScale(static_cast<int>(tree_pool_.size()));
+    p.values.assign(1, 1.0);
+    for (size_t k = 1; k < tree_pool_.size(); ++k) {
+      p.values.push_back(scale[k] * value_[tree_pool_[k]]);
+    }
+  }
   // Under --budget auto the slots are those of the size the cost curve chose.
   const int slots = in.cost != nullptr && mode_ != GrowMode::kDense ? static_cast<int>(sel.size())
                                                                     : in.budget;

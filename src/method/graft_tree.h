@@ -48,7 +48,8 @@
 #include "method/draft_model.h"
 #include "method/graft_acceptance.h"
 #include "method/method.h"
-#include "method/value_calibration.h"
+#include "budget/value_calibration.h"
+#include "tree/size_cut.h"
 
 namespace goose {
 
@@ -76,33 +77,10 @@ struct DraftLearned : Learned {
   DraftTiming timing;
   ValueCalibration calibration;  // pruning modes: the values against what was accepted
 
-  // acceptance, timing, calibration; an empty state (a build that kept none) loads as fresh.
+  // acceptance, timing, calibration.
   std::string SaveExtra() const override;
   Status LoadExtra(std::string_view bytes) override;
   void Decay(double factor) override;
-};
-
-// --budget auto: whether a best-first selection may stop after its k-th node because no larger
-// size of the cost curve could pay more than the best size so far, scored as TreeGrower::
-// CostSize scores them (SizeScore with the rate known; its constant draft seconds drop out). The
-// values of a best-first selection never rise, so after k nodes every later one is worth at
-// most the best value left, `left`: a curve size s > k scores at most
-// E(k) + (s - k) x left x max(scale beyond k) - rate x c(s). Stopping there leaves the cut
-// where the whole selection would have put it.
-class SizeCutBound {
- public:
-  // cost: the curve (sorted by nodes); scale: ValueCalibration::NodeScale; rate > 0.
-  SizeCutBound(const std::vector<CostSample>& cost, std::vector<double> scale, double rate);
-  // The k-th node (the root is the first) was taken at value v. True: stop.
-  bool Stop(size_t k, double v, double left);
-
- private:
-  double Scale(size_t i) const;
-  const std::vector<CostSample>& cost_;
-  std::vector<double> scale_, smax_;  // smax_[i]: the largest scale from node i on
-  double rate_;
-  size_t next_ = 0;  // the first curve size not reached yet
-  double expected_ = 1, best_ = -HUGE_VAL;
 };
 
 class TreeGrower {
@@ -155,7 +133,7 @@ class TreeGrower {
   // One draft pass over `nodes` (parents first); false when the draft could not score them.
   bool Score(const std::vector<int>& nodes, DraftWork* work);
   // --budget auto (CycleInput::cost): the size of the prefix of `sel` (parents first) among the
-  // curve's measured sizes that maximises SizeScore (tree/best_first_builder.h) of its expected
+  // curve's measured sizes that maximises SizeScore (tree/size_cut.h) of its expected
   // tokens, 1 + the sum of its values, and its seconds, its verify cost + the draft seconds
   // spent this cycle, at the rate of the cycles so far; 1 if none pays.
   size_t CostSize(const std::vector<int>& sel, const std::vector<CostSample>& cost,

@@ -26,6 +26,7 @@
 #include <string_view>
 #include <vector>
 
+#include "budget/budget_history.h"
 #include "draft/transition_table.h"
 #include "model/model.h"
 #include "tree/draft_tree.h"
@@ -110,6 +111,10 @@ struct Proposal {
   DraftTree tree;
   Route route = Route::kAr;  // how the tree was built (statistics, and what Observe learns)
   DraftWork work;            // what a draft model spent on it (statistics; zero otherwise)
+  // [n] for the drafters that value their nodes: the tokens node i is expected to add (its
+  // calibrated P(root path accepted); root 1), in tree order, so that a scheduler sharing one
+  // pass among several trees can cut each where its nodes are worth least. Empty otherwise.
+  std::vector<double> values;
 };
 
 class Drafter {

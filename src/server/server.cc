@@ -5,8 +5,6 @@
 #include <ctime>
 #include <filesystem>
 
-#include "engine/cost_cache.h"
-#include "method/draft_model.h"
 #include "server/server_impl.h"
 #include "server/utf8.h"
 
@@ -161,17 +159,10 @@ void Server::Impl::SetPhase(Phase p, Status st) {
   load_cv.notify_all();
 }
 
-void Server::Impl::Load() {
+// Chat prompts: the model's template (or --chat-template), with its vocabulary's turn markers.
+void Server::Impl::LoadChatTemplate() {
   LoadedModel& l = loaded;
-  auto model_or = Model::Load(opts.model_path);
-  if (!model_or.ok()) return SetPhase(kFailed, model_or.status());
-  l.model = std::move(model_or).value();
   const Model& model = *l.model;
-  if (opts.check_model) {
-    if (Status st = opts.check_model(model); !st.ok()) return SetPhase(kFailed, st);
-  }
-  l.specials = SpecialTokens::FromGguf(model.gguf());
-  const Tokenizer& tok = model.tokenizer();
   if (!opts.chat_template.empty()) {
     l.chat.emplace();
     l.chat->family = *ChatFamilyByName(opts.chat_template);
@@ -185,61 +176,55 @@ void Server::Impl::Load() {
     l.chat_missing = "the model has no chat template (tokenizer.chat_template)";
   }
   if (l.chat) {  // the turn markers Llama-2 and Mistral prompts write, as this vocabulary has them
+    const Tokenizer& tok = model.tokenizer();
     const std::string& bos = l.specials.TokenText(tok.bos());
     const std::string& eos = l.specials.TokenText(tok.eos());
     if (!bos.empty()) l.chat->bos_text = bos;
     if (!eos.empty()) l.chat->eos_text = eos;
   }
-  if (!opts.draft_model_path.empty()) {
-    auto draft_or = Model::Load(opts.draft_model_path);
-    if (!draft_or.ok()) {
-      return SetPhase(kFailed, Status::Error("draft model (-md): " + draft_or.status().message()));
-    }
-    l.draft = std::move(draft_or).value();
-    if (opts.check_model) {
-      if (Status st = opts.check_model(*l.draft); !st.ok()) {
-        return SetPhase(kFailed, Status::Error("draft model (-md): " + st.message()));
-      }
-    }
-    const std::string warning = DraftCostWarning(model, *l.draft);
-    if (!warning.empty()) std::fprintf(stderr, "goose: warning: %s\n", warning.c_str());
-  }
-  l.n_ctx = ContextSize(model.config(), opts.n_ctx);
-  l.pool = std::make_unique<ThreadPool>(opts.n_threads > 0 ? opts.n_threads
-                                                           : ThreadPool::DefaultThreads());
-  if (default_budget_auto) {  // measured once per model and machine, then cached
-    auto cal = LoadOrMeasureCost(model, opts.model_path, l.pool.get(), opts.recalibrate);
-    if (!cal.ok()) return SetPhase(kFailed, cal.status());
-    l.calibration = std::move(cal).value();
-    if (!l.calibration.note.empty()) {
-      std::fprintf(stderr, "goose: warning: %s\n", l.calibration.note.c_str());
-    }
-    l.cost = ToCostSamples(l.calibration.curve);
-  }
-  // What the methods learned in earlier runs on this model, generate's and serve's alike; each
-  // variant loads on its first request.
-  if (opts.table_cache) {
-    l.cache = std::make_shared<LearnedCache>(
-        opts.cache_dir.empty() ? GooseCacheDir() : opts.cache_dir, ModelFingerprint(model));
-  }
-  l.learned = std::make_shared<LearnedStore>(l.cache);
+}
+
+SessionOptions Server::Impl::SessionFor() const {
+  SessionOptions so;
+  so.model_path = opts.model_path;
+  so.draft_model_path = opts.draft_model_path;
+  so.n_threads = opts.n_threads;
+  so.n_ctx = opts.n_ctx;
+  so.n_contexts = opts.n_parallel;
+  so.memory_flags = "-c or --parallel";
+  so.table_cache = opts.table_cache;
+  so.cache_dir = opts.cache_dir;
+  so.budget_auto = default_budget_auto;  // the curve is measured once per model and machine
+  so.recalibrate = opts.recalibrate;
+  so.on_note = [](const std::string& line) { std::fprintf(stderr, "goose: %s\n", line.c_str()); };
+  so.check_model = [this](const Model& model, SessionOptions* o) {
+    // The largest batch is a prefill pass or a tree of at most 128 nodes.
+    const int chunk = opts.prefill_chunk;
+    o->n_batch = std::max(chunk > 0 ? chunk : ContextSize(model.config(), opts.n_ctx), 128);
+    return opts.check_model ? opts.check_model(model) : Status::Ok();
+  };
+  return so;
+}
+
+void Server::Impl::Load() {
+  LoadedModel& l = loaded;
+  auto session = Session::Open(SessionFor());
+  if (!session.ok()) return SetPhase(kFailed, session.status());
+  l.session = std::move(session).value();
+  Session& ss = *l.session;
+  l.model = &ss.model();
+  l.draft = ss.draft_model();
+  l.specials = SpecialTokens::FromGguf(l.model->gguf());
+  LoadChatTemplate();
+  l.n_ctx = ss.n_ctx();
+  l.cost = ss.cost_curve();
   for (int i = 0; i < opts.n_parallel; ++i) {
-    l.engines.push_back(std::make_unique<Engine>(model, l.n_ctx, l.pool.get(), l.learned));
+    l.engines.push_back(&ss.NewEngine());
     l.engines.back()->set_pool_mutex(&l.pool_mu);
-    if (!l.cost.empty()) {
-      l.engines.back()->SetCostCurve(l.cost);
-      l.engines.back()->LearnPassCosts(l.calibration.observed);
-    }
-    if (l.draft) {
-      if (Status st = l.engines.back()->SetDraftModel(*l.draft); !st.ok()) {
-        return SetPhase(kFailed, Status::Error("draft model '" + opts.draft_model_path +
-                                               "': " + st.message()));
-      }
-    }
   }
   // The default variant loads now, so that a corrupt cache is reported at start.
   (void)l.engines[0]->learned(default_spec);
-  PrintCacheWarnings();
+  ss.NoteCacheWarnings();
   l.slots = std::make_unique<SlotPool>(opts.n_parallel, opts.max_queue);
   l.created = static_cast<int64_t>(std::time(nullptr));
   SetPhase(kReady, Status::Ok());
@@ -266,29 +251,8 @@ void Server::Impl::DoShutdown() {
     slots.Stop();
   }
   if (listen_thread.joinable()) listen_thread.join();  // every response written
-  if (phase.load(std::memory_order_acquire) == kReady) SaveLearned();
-}
-
-void Server::Impl::SaveLearned() {
-  LoadedModel& l = loaded;
-  // Every slot's kept variants live in the one store; a slot's per-request (cold) variants
-  // save their statistics from its engine. A failed save is a warning: the next run starts
-  // colder, that is all.
-  for (const std::unique_ptr<Engine>& engine : l.engines) (void)engine->SaveLearned();
-  PrintCacheWarnings();
-  // What the passes took, for the next run's curve (engine/cost_cache.h).
-  if (!l.cost.empty()) {
-    for (const std::unique_ptr<Engine>& engine : l.engines) {
-      (void)RecordObservedCosts(l.calibration, engine->ObservedPassCosts());
-    }
-  }
-}
-
-void Server::Impl::PrintCacheWarnings() {
-  if (!loaded.cache) return;
-  for (const std::string& w : loaded.cache->TakeWarnings()) {
-    std::fprintf(stderr, "goose: warning: %s\n", w.c_str());
-  }
+  // What the slots learned goes to the table cache, what their passes took to the cost cache.
+  if (phase.load(std::memory_order_acquire) == kReady) loaded.session->Close();
 }
 
 bool Server::Impl::CheckReady(httplib::Response& res, bool generation) {

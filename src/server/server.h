@@ -66,8 +66,9 @@ struct ServerOptions {
   size_t max_body_bytes = 4u << 20;
   int timeout_seconds = 30;
   double shutdown_grace_seconds = 10;
-  // Runs once the model (and then the draft model) has loaded, before the slots are made (the
-  // CLI checks that the slots' contexts fit in memory); an error fails the load. Null: none.
+  // Runs once the model has loaded, before anything else is made (tests hold the load here); an
+  // error fails the load. (The slots' contexts are checked against the memory anyway.) Null:
+  // none.
   std::function<Status(const Model&)> check_model;
   // Called on a slot's thread after every verified cycle of a generation there (tracing; tests
   // use it to slow or hold a generation). Null: none.

@@ -19,9 +19,8 @@
 #include <thread>
 #include <vector>
 
-#include "engine/cost_cache.h"
 #include "engine/engine.h"
-#include "engine/learned_cache.h"
+#include "engine/session.h"
 #include "method/method.h"
 #include "server/api_request.h"
 #include "server/api_response.h"
@@ -34,21 +33,19 @@
 namespace goose::server {
 
 struct LoadedModel {
-  std::unique_ptr<Model> model;
-  std::unique_ptr<Model> draft;  // -md, or null
+  // The model, the draft model (-md), the pool, the learned state and the cost curve; it owns
+  // the slots' engines.
+  std::unique_ptr<Session> session;
+  const Model* model = nullptr;
+  const Model* draft = nullptr;  // -md, or null
   SpecialTokens specials;
   std::optional<ChatTemplate> chat;
   std::string chat_missing;      // why `chat` is empty, for the error a chat request gets
   std::vector<CostSample> cost;  // the verify-cost curve (--budget auto), else empty
-  CostCalibration calibration;   // where `cost` came from (checked against real passes at exit)
   int n_ctx = 0;
   int64_t created = 0;  // Unix seconds at load
-  std::unique_ptr<ThreadPool> pool;
-  std::mutex pool_mu;  // forward passes take turns on `pool` (Engine::set_pool_mutex)
-  // What TR/GOOSE learned, shared by the slots and persisted per model (null without a cache).
-  std::shared_ptr<LearnedCache> cache;
-  std::shared_ptr<LearnedStore> learned;
-  std::vector<std::unique_ptr<Engine>> engines;  // [slot]
+  std::mutex pool_mu;   // forward passes take turns on the session's pool (Engine::set_pool_mutex)
+  std::vector<Engine*> engines;  // [slot]
   std::unique_ptr<SlotPool> slots;
 };
 
@@ -77,14 +74,11 @@ struct Server::Impl {
   Metrics metrics;
 
   void SetUpRoutes();
+  SessionOptions SessionFor() const;
+  void LoadChatTemplate();
   void Load();
   void SetPhase(Phase p, Status st);
   void DoShutdown();
-  // Writes what the slots learned to the table cache and checks the cost curve against the
-  // passes the slots timed (called once, after the slots stopped).
-  void SaveLearned();
-  // The table cache's warnings, each as a "goose: warning:" line on stderr.
-  void PrintCacheWarnings();
 
   // Answers 503 and returns false unless the model is ready and the server not draining.
   bool CheckReady(httplib::Response& res, bool generation);

@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <queue>
+
+#include "tree/size_cut.h"
 
 namespace goose {
 
@@ -77,65 +80,25 @@ DraftTree BuildBestFirstTree(int32_t anchor, int32_t anchor_prev, std::span<cons
     }
   };
 
-  // Sizing by cost: the best size so far and its rate (see BestFirstParams::cost).
-  const std::vector<CostSample>* cost = params.cost;
-  // scale_sum[i]: the sum of scale(j) over node indices j < i, up to the largest size.
-  std::vector<double> scale_sum(1, 0.0);
-  auto scale = [&](int i) {
-    const std::span<const double> s = params.node_scale;
-    return s.empty() ? 1.0 : s[std::min<size_t>(i, s.size() - 1)];
-  };
-  if (cost && !cost->empty()) {
-    for (int i = 0; i < cost->back().nodes; ++i) scale_sum.push_back(scale_sum[i] + scale(i));
-  }
-  int best_size = 1;
-  double best_score = -HUGE_VAL, expected = 1;  // expected tokens of the tree so far
-  size_t next = 0;                               // first cost sample above the current size
-  auto score = [&](double tokens, double seconds) {
-    return SizeScore(tokens, seconds, params.rate);
-  };
-  if (cost) {
-    while (next < cost->size() && (*cost)[next].nodes <= 1) {
-      if ((*cost)[next].nodes == 1) best_score = score(1, (*cost)[next].seconds);
-      ++next;
-    }
-  }
-  // True if some size above the current one could beat best_score with every further node
-  // worth `top` (values only fall in best-first order, so that bounds them).
-  auto may_pay = [&](double top) {
-    for (size_t k = next; k < cost->size(); ++k) {
-      const double scales = scale_sum[(*cost)[k].nodes] - scale_sum[tree.size()];
-      if (score(expected + top * scales, (*cost)[k].seconds) > best_score) return true;
-    }
-    return false;
-  };
-
+  // Sizing by cost (--budget auto): the tree grows while a larger size may pay.
+  std::optional<SizeCut> cut;
+  if (params.cost != nullptr) cut.emplace(*params.cost, params.node_scale, params.rate);
   expand(0);
   while (tree.size() < params.budget && !heap.empty()) {
     const Candidate2 c = heap.top();
     if (!(c.value > 0.0)) break;
-    if (cost && (next >= cost->size() || !may_pay(c.value))) break;
+    if (cut && !cut->MayGrow(c.value)) break;
     heap.pop();
     if (tree.FindChild(c.parent, c.token) >= 0) continue;  // defensive: siblings stay distinct
     const int v = tree.Add(c.token, c.parent, c.source, c.rank, c.score, c.tier);
     value.push_back(c.value);
     spine_pos.push_back(c.spine_index >= 0 ? c.spine_index + 1 : -1);
     expand(v);
-    if (cost) {
-      expected += scale(v) * c.value;
-      if (tree.size() == (*cost)[next].nodes) {
-        const double s = score(expected, (*cost)[next].seconds);
-        if (s > best_score) {
-          best_score = s;
-          best_size = tree.size();
-        }
-        ++next;
-      }
-    }
+    if (cut) cut->Add(c.value);
   }
-  if (cost) {
-    tree.Truncate(best_size);
-    value.resize(best_size);
+  if (cut) {
+    tree.Truncate(cut->best_size());
+    value.resize(cut->best_size());
   }
   if (values) *values = std::move(value);
   return tree;

@@ -48,28 +48,13 @@ struct BestFirstParams {
   int max_depth = 64;     // deepest node depth
   int spine_class = 1;    // EdgeAcceptance class of this cycle's match
   bool unigram_extras = true;  // draft tier-1 candidates (unigram tokens missing from the bigram)
-  // Sizing by cost (--budget auto): the verify cost of the sizes the tree may take (smallest
-  // first, non-decreasing). The tree is cut at the size s maximising
-  // SizeScore(E(s), cost(s), rate), E(s) = 1 + the sum over the s - 1 best nodes i of
-  // scale(i) * value(i), where scale(i) = node_scale[i] calibrates the values of the i-th node
-  // added (1-based; beyond the end the last entry, none: 1) against what such nodes were
-  // actually accepted. Growth stops as soon as no larger size can beat the best so far, even if
-  // every further node had the value of the best remaining candidate; so a cycle whose best
-  // candidate cannot pay builds nothing but the root. Null: grow to `budget`.
+  // Sizing by cost (--budget auto): the verify cost of the sizes the tree may take, the
+  // calibration of the values of the i-th node added against what such nodes were accepted,
+  // and the run's rate; the tree is cut as tree/size_cut.h says. Null: grow to `budget`.
   const std::vector<CostSample>* cost = nullptr;
   std::span<const double> node_scale;
   double rate = 0;  // tokens per second the run achieves (method/cycle_rate.h); 0: not known
 };
-
-// What a cycle of `seconds` expected to commit `tokens` is worth, for the cut of a tree under
-// --budget auto: with the run's rate known, tokens - rate * seconds, the tokens it earns beyond
-// what that time earns on average; which maximises the run's tokens per second (Dinkelbach),
-// where the cycle's own tokens / seconds does not: it cuts rich cycles too short (1.5B-cost
-// model: auto's trees averaged 7.3 nodes and committed 2.32 tokens, 8-node trees 2.52). With
-// no rate yet, tokens / seconds.
-inline double SizeScore(double tokens, double seconds, double rate) {
-  return rate > 0 ? tokens - rate * seconds : tokens / seconds;
-}
 
 // `values` (optional) receives each node's value (root = 1), in node order.
 DraftTree BuildBestFirstTree(int32_t anchor, int32_t anchor_prev, std::span<const int32_t> spine,

@@ -135,25 +135,6 @@ void SpecStats::Scale(double f) {
   scale(&spine_continuation_tokens, 1);
 }
 
-void BudgetHistory::Record(int budget, int tree_nodes, int committed) {
-  Entry& e = at[budget];
-  if (e.tree_nodes.empty()) e.tree_nodes.assign(SpecStats::kMaxTreeNodes + 1, 0);
-  ++e.cycles;
-  e.committed += committed;
-  ++e.tree_nodes[std::clamp(tree_nodes, 1, SpecStats::kMaxTreeNodes)];
-}
-
-void BudgetHistory::Scale(double f) {
-  for (auto& [budget, e] : at) {
-    e.cycles = static_cast<int64_t>(static_cast<double>(e.cycles) * f);
-    e.committed *= f;
-    for (int64_t& n : e.tree_nodes) n = static_cast<int64_t>(static_cast<double>(n) * f);
-  }
-  calibration_committed *= f;
-  calibration_predicted *= f;
-  calibration_cycles = static_cast<int64_t>(static_cast<double>(calibration_cycles) * f);
-}
-
 double SpecStats::TokensPerCycle() const {
   return cycles > 0 ? static_cast<double>(committed) / static_cast<double>(cycles) : 0.0;
 }
@@ -163,43 +144,30 @@ double SpecStats::MeanTreeNodes() const {
 }
 
 std::string SpecStats::Summary() const {
-  auto rate = [](int64_t a, int64_t b) { return b > 0 ? static_cast<double>(a) / b : 0.0; };
-  const int sp = static_cast<int>(NodeSource::kSpine), br = static_cast<int>(NodeSource::kBranch);
-  const int ch = static_cast<int>(NodeSource::kChain);
-  return StrFormat(
-      "cycles %lld (spine %lld, branch %lld, chain %lld, ar %lld) tokens/cycle %.3f | "
-      "spine %lld/%lld/%lld (%.3f) branch %lld/%lld/%lld (%.3f) chain %lld/%lld/%lld (%.3f) "
-      "[accepted/reached/drafted] | spine continuations %lld (+%lld tokens)",
-      static_cast<long long>(cycles), static_cast<long long>(route_cycles[3]),
-      static_cast<long long>(route_cycles[2]), static_cast<long long>(route_cycles[1]),
-      static_cast<long long>(route_cycles[0]), TokensPerCycle(),
-      static_cast<long long>(accepted[sp]), static_cast<long long>(reached[sp]),
-      static_cast<long long>(drafted[sp]), rate(accepted[sp], reached[sp]),
-      static_cast<long long>(accepted[br]), static_cast<long long>(reached[br]),
-      static_cast<long long>(drafted[br]), rate(accepted[br], reached[br]),
-      static_cast<long long>(accepted[ch]), static_cast<long long>(reached[ch]),
-      static_cast<long long>(drafted[ch]), rate(accepted[ch], reached[ch]),
-      static_cast<long long>(spine_continuation_cycles),
-      static_cast<long long>(spine_continuation_tokens)) + DraftSummary();
-}
-
-std::string SpecStats::DraftSummary() const {
-  if (draft_cycles == 0) return "";
-  auto rate = [](int64_t a, int64_t b) { return b > 0 ? static_cast<double>(a) / b : 0.0; };
-  const int dr = static_cast<int>(NodeSource::kDraft);
-  const int gc = static_cast<int>(NodeSource::kGraftContext);
-  const int gt = static_cast<int>(NodeSource::kGraftTable);
-  const double n = static_cast<double>(draft_cycles);
-  return StrFormat(
-      " | draft %lld/%lld/%lld (%.3f) graft context %lld/%lld/%lld (%.3f) table "
-      "%lld/%lld/%lld (%.3f) | draft passes/cycle %.2f, %.2f ms/cycle, pruned slots/cycle %.2f",
-      static_cast<long long>(accepted[dr]), static_cast<long long>(reached[dr]),
-      static_cast<long long>(drafted[dr]), rate(accepted[dr], reached[dr]),
-      static_cast<long long>(accepted[gc]), static_cast<long long>(reached[gc]),
-      static_cast<long long>(drafted[gc]), rate(accepted[gc], reached[gc]),
-      static_cast<long long>(accepted[gt]), static_cast<long long>(reached[gt]),
-      static_cast<long long>(drafted[gt]), rate(accepted[gt], reached[gt]), draft_passes / n,
-      1e3 * draft_seconds / n, pruned_slots / n);
+  std::string out = StrFormat("cycles %lld, tokens/cycle %.3f, routes", static_cast<long long>(cycles),
+                              TokensPerCycle());
+  for (int r = 0; r < kNumRoutes; ++r) {
+    if (route_cycles[r] == 0) continue;
+    out += StrFormat(" %s %lld", RouteName(static_cast<Route>(r)),
+                     static_cast<long long>(route_cycles[r]));
+  }
+  out += " | accepted/reached/drafted:";
+  for (int src = 1; src < kNumSources; ++src) {
+    if (drafted[src] == 0) continue;
+    out += StrFormat(" %s %lld/%lld/%lld (%.3f)", NodeSourceName(static_cast<NodeSource>(src)),
+                     static_cast<long long>(accepted[src]), static_cast<long long>(reached[src]),
+                     static_cast<long long>(drafted[src]),
+                     reached[src] > 0 ? static_cast<double>(accepted[src]) / reached[src] : 0.0);
+  }
+  out += StrFormat(" | spine continuations %lld (+%lld tokens)",
+                   static_cast<long long>(spine_continuation_cycles),
+                   static_cast<long long>(spine_continuation_tokens));
+  if (draft_cycles > 0) {
+    const double n = static_cast<double>(draft_cycles);
+    out += StrFormat(" | draft passes/cycle %.2f, %.2f ms/cycle, pruned slots/cycle %.2f",
+                     draft_passes / n, 1e3 * draft_seconds / n, pruned_slots / n);
+  }
+  return out;
 }
 
 }  // namespace goose

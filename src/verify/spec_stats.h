@@ -13,16 +13,14 @@
 //   accepted_rank[kBranch][k] / branch_parents_reached (path nodes, root included, with at
 //   least one branch child).
 // - Chain-route / PLD nodes are tagged kChain and so never mix into the spine/branch rates.
-// - Draft-model methods (Graft, docs/methods.md §3.9) also report what drafting cost: per
-//   cycle a DraftWork (draft passes, rows they scored, seconds, verify slots the pruned draft
-//   tree left free), added by AccumulateDraftWork. Grafted slots are the kGraftContext and
-//   kGraftTable nodes, so their acceptance is in drafted / reached / accepted.
+// - Draft-model methods also report what drafting cost: per cycle a DraftWork (draft passes,
+//   rows they scored, seconds, verify slots the pruned draft tree left free), added by
+//   AccumulateDraftWork. What their trees hold is in drafted / reached / accepted by source.
 // - The spine EMA (docs/methods.md §3.6.3) is not kept here; the paper GOOSE drafter owns it.
 // - Plain data; Merge() adds another instance (per request -> global).
 #pragma once
 
 #include <cstdint>
-#include <map>
 #include <string>
 #include <vector>
 
@@ -94,34 +92,13 @@ struct SpecStats {
   double TokensPerCycle() const;
   // tree_nodes_total / cycles (0 when no cycle).
   double MeanTreeNodes() const;
-  // One-line human summary for logs.
+  // One-line human summary for logs: routes, and accepted / reached / drafted per source.
   std::string Summary() const;
-  // The draft-model part of Summary() ("" when no draft model drafted).
-  std::string DraftSummary() const;
 };
 
 void AccumulateStats(const DraftTree& tree, Route route, const AcceptResult& result,
                      SpecStats* stats);
 // Adds one cycle's draft-model work; a cycle without draft passes adds nothing.
 void AccumulateDraftWork(const DraftWork& work, SpecStats* stats);
-
-// What the cycles run at each budget chosen by --budget auto delivered: the cycles, the tokens
-// they committed and the sizes their trees came out at (a tree may stop short of its budget).
-// Plain data, kept with a variant's learned state and persisted with it.
-struct BudgetHistory {
-  struct Entry {
-    int64_t cycles = 0;
-    double committed = 0;
-    std::vector<int64_t> tree_nodes;  // [n]: cycles whose tree had n nodes (n <= kMaxTreeNodes)
-  };
-  std::map<int, Entry> at;  // by budget
-  // The chooser's calibration of its acceptance model: over the cycles it predicted, the tokens
-  // they committed and the tokens it had predicted.
-  double calibration_committed = 0, calibration_predicted = 0;
-  int64_t calibration_cycles = 0;
-
-  void Record(int budget, int tree_nodes, int committed);
-  void Scale(double factor);
-};
 
 }  // namespace goose

@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "bench/bench_report.h"
-#include "engine/cost_cache.h"
+#include "budget/cost_cache.h"
 #include "bench_test_util.h"
 #include "model/model.h"
 
@@ -46,9 +46,14 @@ TEST(FirstMismatch, FindsTheFirstDifference) {
 class RunBenchTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto m = Model::Load(testing::TinyModel());
-    ASSERT_TRUE(m.ok()) << m.status().message();
-    model_ = std::move(*m);
+    SessionOptions so;
+    so.model_path = testing::TinyModel();
+    so.n_threads = 1;
+    so.table_cache = false;
+    auto session = Session::Open(so);
+    ASSERT_TRUE(session.ok()) << session.status().message();
+    session_ = std::move(*session);
+    model_ = &session_->model();
     auto sets = ExpandDataSpec({"gsm8k", "", 2}, testing::DataDir(), nullptr, 2);
     ASSERT_TRUE(sets.ok()) << sets.status().message();
     auto stories = ExpandDataSpec({"tinystories", "", 1}, testing::DataDir(),
@@ -61,15 +66,15 @@ class RunBenchTest : public ::testing::Test {
     opt_.model_cost = {{1, 1e-4}, {16, 2e-4}, {64, 1e-3}};
     opt_.cost_model_cost = {{1, 1e-2}, {16, 1.2e-2}, {64, 3e-2}};
   }
-  std::unique_ptr<Model> model_;
+  std::unique_ptr<Session> session_;
+  const Model* model_ = nullptr;
   std::vector<DataSet> sets_;
   BenchOptions opt_;
 };
 
 TEST_F(RunBenchTest, OutputsMatchPlainAndSchemaHolds) {
-  ThreadPool pool(1);
   const auto configs = MakeConfigs({"pld", "goose"}, {16, kAutoBudget}).value();
-  auto r = RunBench(*model_, &pool, sets_, configs, opt_);
+  auto r = RunBench(*session_, sets_, configs, opt_);
   ASSERT_TRUE(r.ok()) << r.status().message();
   const json& j = *r;
   EXPECT_EQ(j["equality"]["mismatching_prompts"], 0);
@@ -140,28 +145,26 @@ TEST_F(RunBenchTest, OutputsMatchPlainAndSchemaHolds) {
 // and costly on the model under test (c(16) = 2 c(1), c(64) = 10 c(1)), so it builds larger
 // trees than auto; without a cost model it is an error.
 TEST_F(RunBenchTest, AutoOnTheCostModelFollowsItsCurve) {
-  ThreadPool pool(1);
   const auto configs = MakeConfigs({"goose"}, {kAutoBudget, kAutoCostModelBudget}).value();
   ASSERT_EQ(configs.size(), 3u);
   EXPECT_EQ(configs[2].Label(), "goose@auto-cm");
   opt_.model_cost = {{1, 1e-4}, {2, 4e-4}, {16, 1e-3}, {64, 1e-2}};
-  auto r = RunBench(*model_, &pool, sets_, configs, opt_);
+  auto r = RunBench(*session_, sets_, configs, opt_);
   ASSERT_TRUE(r.ok()) << r.status().message();
   const json& j = *r;
   EXPECT_EQ(j["equality"]["mismatching_prompts"], 0);
   EXPECT_GT(j["summary"][2]["mean_tree_nodes"].get<double>(),
             j["summary"][1]["mean_tree_nodes"].get<double>());
   opt_.cost_model_cost.clear();
-  EXPECT_FALSE(RunBench(*model_, &pool, sets_, configs, opt_).ok());
+  EXPECT_FALSE(RunBench(*session_, sets_, configs, opt_).ok());
 }
 
 TEST_F(RunBenchTest, EqualityCheckCatchesAnInjectedMismatch) {
-  ThreadPool pool(1);
   const auto configs = MakeConfigs({"tr"}, {}).value();
   auto inject = [](int config, const BenchPrompt& p, std::vector<int32_t>* ids) {
     if (config == 1 && p.id == "gsm8k:1") (*ids)[5] ^= 1;
   };
-  auto r = RunBench(*model_, &pool, sets_, configs, opt_, inject);
+  auto r = RunBench(*session_, sets_, configs, opt_, inject);
   ASSERT_TRUE(r.ok()) << r.status().message();
   const json& eq = (*r)["equality"];
   EXPECT_EQ(eq["mismatching_prompts"], 1);
@@ -174,9 +177,8 @@ TEST_F(RunBenchTest, EqualityCheckCatchesAnInjectedMismatch) {
 }
 
 TEST_F(RunBenchTest, RejectsAContextTooSmall) {
-  ThreadPool pool(1);
   opt_.max_tokens = 1 << 20;
-  auto r = RunBench(*model_, &pool, sets_, MakeConfigs({}, {}).value(), opt_);
+  auto r = RunBench(*session_, sets_, MakeConfigs({}, {}).value(), opt_);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("does not fit"), std::string::npos);
 }

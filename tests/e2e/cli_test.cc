@@ -435,7 +435,7 @@ TEST(Cli, BadInputGivesOneLineErrorAndNonZeroExit) {
   std::string long_prompt;
   for (int i = 0; i < 40; ++i) long_prompt += "Once upon a time ";
   const std::string m = " -m " + Model();
-  const std::string commands = "generate, tokenize, synth, bench, serve, bench-verify, demo";
+  const std::string commands = "generate, tokenize, synth, bench, bench-serve, serve, bench-verify, demo";
   struct BadCase {
     const char* name;
     std::string args;

@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "tree/best_first_builder.h"
+#include "tree/size_cut.h"
 #include "tree_test_util.h"
 
 namespace goose {

@@ -1,4 +1,4 @@
-#include "engine/verify_cost.h"
+#include "budget/verify_cost.h"
 
 #include <algorithm>
 #include <chrono>

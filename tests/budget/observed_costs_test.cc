@@ -1,5 +1,5 @@
 // ObservedCosts against synthetic cycle times on a machine whose speed changes.
-#include "engine/observed_costs.h"
+#include "budget/observed_costs.h"
 
 #include <gtest/gtest.h>
 

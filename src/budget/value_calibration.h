@@ -31,11 +31,9 @@ class ValueCalibration {
   // Every sum times `factor` (older evidence counts less).
   void Scale(double factor);
   // kBytes; Load checks the size and that every figure is finite and >= 0, and leaves the
-  // calibration unchanged on error. LoadTotals: one overall accepted and predicted figure (the
-  // state of goose builds before the steps), kept as the first step's.
+  // calibration unchanged on error.
   std::string Save() const;
   Status Load(std::string_view bytes);
-  Status LoadTotals(double accepted, double predicted);
 
  private:
   static int Step(int node);

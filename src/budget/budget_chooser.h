@@ -43,6 +43,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "budget/budget_history.h"
 #include "verify/spec_stats.h"
 
 namespace goose {
@@ -126,6 +127,9 @@ class BudgetChooser {
   // Histogram of the budgets the cycles ran at (index = budget): those returned so far and the
   // engine's plain steps.
   const std::vector<int64_t>& chosen() const { return chosen_; }
+  // The acceptance model's expected tokens E[B] of a tree of B nodes (index = B), as of the
+  // last estimate; empty before the first.
+  const std::vector<double>& expected() const { return expected_; }
 
  private:
   int Decide(const SpecStats& stats, const BudgetHistory& history);

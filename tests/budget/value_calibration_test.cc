@@ -1,6 +1,6 @@
 // ValueCalibration: per-step accepted / predicted, shrunk towards the overall ratio, and a state
 // that loads only when sane.
-#include "method/value_calibration.h"
+#include "budget/value_calibration.h"
 
 #include <gtest/gtest.h>
 
@@ -66,12 +66,6 @@ TEST(ValueCalibration, SavedStateLoadsBackAndBadStateIsRejected) {
     EXPECT_FALSE(back.Load(b).ok()) << bad;
   }
   EXPECT_EQ(back.Save(), bytes) << "a rejected state leaves the calibration as it was";
-
-  // One overall figure (the state of older builds) becomes the first step's.
-  ValueCalibration old;
-  ASSERT_TRUE(old.LoadTotals(30, 20).ok());
-  EXPECT_NEAR(old.NodeScale(2)[1], (30 + 8 * (46.0 / 36.0)) / 28.0, 1e-12);
-  EXPECT_FALSE(old.LoadTotals(-1, 2).ok());
 }
 
 }  // namespace

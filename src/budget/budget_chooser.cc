@@ -1,10 +1,10 @@
-#include "engine/budget_chooser.h"
+#include "budget/budget_chooser.h"
 
 #include <algorithm>
 #include <cmath>
 #include <queue>
 
-#include "engine/verify_cost.h"
+#include "budget/verify_cost.h"
 #include "util/check.h"
 
 namespace goose {

@@ -1,4 +1,4 @@
-#include "engine/cost_cache.h"
+#include "budget/cost_cache.h"
 
 #include <sys/stat.h>
 
@@ -9,8 +9,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "engine/learned_cache.h"
 #include "ops/cpu_features.h"
+#include "util/files.h"
 #include "util/escape.h"
 
 namespace goose {

@@ -1,5 +1,5 @@
 // CycleRate: the run's tokens per second from moving averages of cycle seconds and tokens.
-#include "method/cycle_rate.h"
+#include "budget/cycle_rate.h"
 
 #include <gtest/gtest.h>
 

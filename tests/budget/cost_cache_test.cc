@@ -1,6 +1,6 @@
 // Verify-cost measurement and its cache: a sane curve for the tiny model, the monotone fix, and
 // the cache round trip, a corrupt file and a key mismatch (both re-measured with a warning).
-#include "engine/cost_cache.h"
+#include "budget/cost_cache.h"
 
 #include <gtest/gtest.h>
 

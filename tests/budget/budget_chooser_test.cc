@@ -1,6 +1,6 @@
 // The cost-aware budget chooser against analytically solvable cost curves and acceptance tables.
-#include "engine/budget_chooser.h"
-#include "engine/idle_drafter.h"
+#include "budget/budget_chooser.h"
+#include "budget/idle_drafter.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "method/value_calibration.h"
+#include "budget/value_calibration.h"
 
 #include <algorithm>
 #include <cmath>
@@ -56,14 +56,6 @@ Status ValueCalibration::Load(std::string_view bytes) {
   }
   std::copy(a, a + kSteps, accepted_);
   std::copy(p, p + kSteps, predicted_);
-  return Status::Ok();
-}
-
-Status ValueCalibration::LoadTotals(double accepted, double predicted) {
-  if (!Sane(accepted) || !Sane(predicted)) return Status::Error("value calibration: bad figure");
-  *this = ValueCalibration();
-  accepted_[0] = accepted;
-  predicted_[0] = predicted;
   return Status::Ok();
 }
 

@@ -28,8 +28,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/verify_cost.h"
-#include "engine/budget_chooser.h"
+#include "budget/verify_cost.h"
+#include "budget/budget_chooser.h"
 #include "model/model.h"
 #include "util/status.h"
 #include "util/thread_pool.h"

@@ -2,7 +2,7 @@
 // target pass, the walk), from exponential moving averages (weight 1/16, the first cycle as is)
 // of a cycle's seconds and committed tokens; 0 before the first cycle.
 // Why: under --budget auto a drafter cuts each tree at the size s maximising
-// E(s) - rate * c(s) (tree/best_first_builder.h SizeScore), the renewal-reward optimum
+// E(s) - rate * c(s) (tree/size_cut.h SizeScore), the renewal-reward optimum
 // (Dinkelbach) for the tokens per second of the whole run, which is this rate.
 #pragma once
 

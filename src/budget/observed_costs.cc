@@ -1,8 +1,8 @@
-#include "engine/observed_costs.h"
+#include "budget/observed_costs.h"
 
 #include <algorithm>
 
-#include "engine/budget_chooser.h"
+#include "budget/budget_chooser.h"
 
 namespace goose {
 
