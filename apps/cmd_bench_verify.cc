@@ -3,9 +3,12 @@
 // peak: per pass, achieved GB/s (weight bytes / pass time: weights are read once per pass) and
 // GFLOP/s (PassFlops / pass time) and the share of pass time spent in MatMul, and for plain
 // decode the share of time spent outside MatMul (norms, RoPE, attention, threading overhead).
+// With --sequences S: one pass over S sequences' trees (BatchPass) against one pass each.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <memory>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -51,13 +54,112 @@ StatusOr<DecodeProfile> ProfileDecode(const Model& model, ThreadPool* pool, int 
   return p;
 }
 
+// --sequences S: one pass over S sequences of N rows each (BatchPass) against S passes of N
+// rows, one per sequence; each sequence has its own `prefix` tokens in its own cache.
+struct SequencesPoint {
+  int nodes = 0;
+  double batched = 0, separate = 0;  // median seconds: the one pass, the S passes
+};
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+double Seconds(const std::chrono::steady_clock::time_point& t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Rounds over the sizes in rotated orders (round 0 warms up); within a round the batched and
+// the separate passes of a size run back to back, which goes first alternating by round, so a
+// burst of load from another process hits both alike.
+StatusOr<std::vector<SequencesPoint>> MeasureSequences(const Model& model, ThreadPool* pool,
+                                                       int n_seqs, int prefix,
+                                                       const std::vector<int>& nodes, int reps) {
+  const int max_nodes = *std::max_element(nodes.begin(), nodes.end());
+  const int n_vocab = model.config().n_vocab;
+  SplitMix64 rng(5);
+  auto random_tokens = [&](int n) {
+    std::vector<int32_t> t(n);
+    for (int32_t& x : t) x = static_cast<int32_t>(rng.Below(n_vocab));
+    return t;
+  };
+  std::vector<std::unique_ptr<Context>> ctxs;
+  for (int s = 0; s < n_seqs; ++s) {
+    ctxs.push_back(std::make_unique<Context>(model, prefix + max_nodes + 1, pool));
+    GOOSE_RETURN_IF_ERROR(ctxs.back()->ForwardChain(random_tokens(prefix)));
+    ctxs.back()->KeepAll();
+  }
+  BatchPass pass(model, pool);
+  const int n_sizes = static_cast<int>(nodes.size());
+  std::vector<std::vector<double>> batched(n_sizes), separate(n_sizes);
+  std::vector<std::vector<int32_t>> tokens(n_seqs), parents(n_seqs);
+  std::vector<SequenceRows> rows(n_seqs);
+  for (int round = 0; round <= reps; ++round) {
+    for (int k = 0; k < n_sizes; ++k) {
+      const int z = (k + round) % n_sizes, n = nodes[z];
+      for (int s = 0; s < n_seqs; ++s) {
+        tokens[s] = random_tokens(n);
+        parents[s].resize(n);
+        for (int i = 0; i < n; ++i) {
+          parents[s][i] = i == 0 ? -1 : static_cast<int32_t>(rng.Below(i));
+        }
+        rows[s] = {ctxs[s].get(), tokens[s], parents[s]};
+      }
+      for (int order = 0; order < 2; ++order) {
+        const auto t0 = std::chrono::steady_clock::now();
+        if ((order + round) % 2 == 0) {
+          GOOSE_RETURN_IF_ERROR(pass.Forward(rows));
+          if (round > 0) batched[z].push_back(Seconds(t0));
+        } else {
+          for (int s = 0; s < n_seqs; ++s) {
+            GOOSE_RETURN_IF_ERROR(ctxs[s]->Forward(tokens[s], parents[s]));
+          }
+          if (round > 0) separate[z].push_back(Seconds(t0));
+        }
+      }
+    }
+  }
+  std::vector<SequencesPoint> out;
+  for (int z = 0; z < n_sizes; ++z) {
+    out.push_back({nodes[z], Median(batched[z]), Median(separate[z])});
+  }
+  return out;
+}
+
+int PrintSequences(const std::vector<SequencesPoint>& points, int n_seqs, int prefix,
+                   int threads, bool json) {
+  if (json) {
+    nlohmann::json arr = nlohmann::json::array();
+    for (const auto& p : points) {
+      arr.push_back({{"nodes", p.nodes}, {"batched_seconds", p.batched},
+                     {"separate_seconds", p.separate}});
+    }
+    nlohmann::json j = {{"sequences", n_seqs}, {"prefix", prefix}, {"threads", threads},
+                        {"curve", arr}};
+    std::printf("%s\n", j.dump().c_str());
+    return 0;
+  }
+  std::printf("%d sequences, each %d tokens in its cache, %d threads: one pass over all their "
+              "rows vs one pass per sequence\n",
+              n_seqs, prefix, threads);
+  std::printf("%6s %6s %13s %15s %9s %14s %16s\n", "nodes", "rows", "one pass ms",
+              "S passes ms", "speedup", "rows/s (one)", "rows/s (S passes)");
+  for (const auto& p : points) {
+    const int rows = p.nodes * n_seqs;
+    std::printf("%6d %6d %13.3f %15.3f %8.2fx %14.1f %16.1f\n", p.nodes, rows, p.batched * 1e3,
+                p.separate * 1e3, p.separate / p.batched, rows / p.batched, rows / p.separate);
+  }
+  return 0;
+}
+
 }  // namespace
 
 Runner AddBenchVerifyCommand(CLI::App& app) {
   struct Flags {
     std::string model;
     std::vector<int> nodes = {1, 2, 4, 8, 16, 32, 64, 128};
-    int prefix = 256, reps = 5, threads = 0;
+    int prefix = 256, reps = 5, threads = 0, sequences = 1;
     bool json = false;
   };
   auto f = std::make_shared<Flags>();
@@ -67,6 +169,9 @@ Runner AddBenchVerifyCommand(CLI::App& app) {
   app.add_option("--reps", f->reps, "timed passes per size (median)")->check(IntIn(1, 10000));
   app.add_option("-t,--threads", f->threads, "threads, at most 64 (0 = all cores)")
       ->check(IntIn(0, 64));
+  app.add_option("--sequences", f->sequences,
+                 "S > 1: one pass over S sequences of N nodes each vs S passes of N nodes")
+      ->check(IntIn(1, 64));
   app.add_flag("--json", f->json, "print one JSON object");
   return [f] {
     const std::string path = ResolveModelPath(f->model);
@@ -78,11 +183,17 @@ Runner AddBenchVerifyCommand(CLI::App& app) {
     const int max_nodes = *std::max_element(f->nodes.begin(), f->nodes.end());
     const int n_ctx = f->prefix + std::max(max_nodes, 128) + 1;
     if (Status st = CheckContextMemory((*model)->config(), n_ctx, std::max(f->prefix, max_nodes),
-                                       1, "--prefix");
+                                       f->sequences, "--prefix or --sequences");
         !st.ok()) {
       return Fail(st.message());
     }
     ThreadPool pool(f->threads > 0 ? f->threads : ThreadPool::DefaultThreads());
+    if (f->sequences > 1) {
+      if (!f->json) std::fprintf(stderr, "measuring %zu sizes...\n", f->nodes.size());
+      auto points = MeasureSequences(**model, &pool, f->sequences, f->prefix, f->nodes, f->reps);
+      if (!points.ok()) return Fail(points.status().message());
+      return PrintSequences(*points, f->sequences, f->prefix, pool.size(), f->json);
+    }
     VerifyCostOptions opt;
     opt.nodes = f->nodes;
     opt.prefix = f->prefix;

@@ -135,10 +135,13 @@ uint64_t KvCacheBytes(const LlamaConfig& config, int n_ctx) {
 
 uint64_t ForwardScratchBytes(const LlamaConfig& config, int n_batch) {
   const uint64_t q_dim = static_cast<uint64_t>(config.n_head) * config.head_dim;
-  // Per token (context.cc's Impl): x, tmp [n_embd]; xn [max(n_embd, q_dim)]; q [q_dim];
-  // gate, up [n_ff]; logits [n_vocab]; rope, rope_swa [n_rot]; and a few int32 indices.
+  const uint64_t kv_dim = static_cast<uint64_t>(config.n_head_kv) * config.head_dim;
+  // Per row (forward_pass.cc's BatchPass::Impl): x, tmp [n_embd]; xn [max(n_embd, q_dim)];
+  // q [q_dim]; k, v [kv_dim]; gate, up [n_ff]; logits [n_vocab]; rope, rope_swa [n_rot]; and
+  // a few int32 indices.
   const uint64_t floats = 2ull * config.n_embd + std::max<uint64_t>(config.n_embd, q_dim) +
-                          q_dim + 2ull * config.n_ff + config.n_vocab + 2ull * config.n_rot;
+                          q_dim + 2 * kv_dim + 2ull * config.n_ff + config.n_vocab +
+                          2ull * config.n_rot;
   return static_cast<uint64_t>(std::max(n_batch, 0)) * (floats * sizeof(float) + 16);
 }
 

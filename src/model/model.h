@@ -31,6 +31,14 @@
 //   (not Extend) drops whatever was pending first. The bit-identity holds across passes.
 // - Errors: Forward returns a Status if the batch does not fit the context or is malformed.
 // - Not thread-safe: one Context per sequence; it owns its scratch buffers.
+// - BatchPass::Forward(seqs) scores the rows of several sequences (each a Context with its
+//   tokens and parents, as Forward or ForwardExtend take them) in one pass: the matrix
+//   multiplies run once over all rows, so each weight is read once per pass; attention runs per
+//   row against its own Context's KV cache, positions and ancestors. Each Context then reads as
+//   if its own Forward had run: logits(i) bit for bit what the one-sequence pass gives, whatever
+//   else shares the pass (sequences, their order and sizes, thread counts), its rows pending in
+//   its own slots, KeepPath/KeepAll/Truncate as after Forward. Context::Forward is the
+//   one-sequence case of the same code (through a BatchPass the Context owns).
 #pragma once
 
 #include <cstdint>
@@ -115,6 +123,9 @@ uint64_t KvCacheBytes(const LlamaConfig& config, int n_ctx);
 // The scratch Forward grows to for a batch of n_batch tokens: activations and logits.
 uint64_t ForwardScratchBytes(const LlamaConfig& config, int n_batch);
 
+class BatchPass;
+struct ContextState;  // context_state.h: the KV cache and pending tree
+
 class Context {
  public:
   // n_ctx: KV capacity in tokens (0 = min(model's context length, 4096)). pool may be null
@@ -129,8 +140,10 @@ class Context {
   // prefix). Like Forward it commits nothing; KeepAll() (or KeepPath) commits.
   Status ForwardChain(std::span<const int32_t> tokens);
 
-  // Logits of batch row i of the last Forward: [n_logits()], column j scoring token
-  // logit_token(j).
+  // Logits of batch row i of the last Forward (or BatchPass::Forward that scored this
+  // Context): [n_logits()], column j scoring token logit_token(j). After a BatchPass they live
+  // in its buffer until its next Forward or its destruction: then n_batch() is 0 and logits()
+  // a check failure.
   const float* logits(int i) const;
   // Logits over part of the vocabulary (a drafter's shortlist, which needs no others): column j
   // scores token tokens[j], with the bits the whole vocabulary's column for it has; empty:
@@ -140,7 +153,7 @@ class Context {
   void SetLogitToken(int j, int32_t token);
   int n_logits() const;
   int32_t logit_token(int j) const;
-  int n_batch() const { return n_batch_; }
+  int n_batch() const;  // rows whose logits(i) are readable (0 once they are gone)
   // Nodes scored since the last commit (all passes of a ForwardExtend series), 0 after a commit.
   int n_pending() const;
 
@@ -156,15 +169,60 @@ class Context {
   const Model& model() const { return model_; }
 
  private:
-  struct Impl;
+  friend class BatchPass;
+  Status ForwardOwn(std::span<const int32_t> tokens, std::span<const int32_t> parents,
+                    bool extend);
   const Model& model_;
   ThreadPool* pool_;
   int n_ctx_ = 0;
   int n_past_ = 0;
   int n_batch_ = 0;
+  std::unique_ptr<ContextState> state_;
+};
+
+// One sequence's rows in a BatchPass: its Context and the batch that Context::Forward (or,
+// with extend, ForwardExtend) would take. A prefill chunk is a chain (parents[i] = i - 1)
+// continuing the committed prefix.
+struct SequenceRows {
+  Context* ctx = nullptr;
+  std::span<const int32_t> tokens, parents;
+  bool extend = false;
+};
+
+// The scratch of multi-sequence passes (activations and the logits of every row), one per
+// scheduler; see the contract at the top. Forward's rules:
+// - Every Context is of this BatchPass's Model and appears at most once; each sequence's batch
+//   must be one its Context's Forward (or ForwardExtend) would accept. Otherwise a Status
+//   error naming the sequence, and no Context changes.
+// - Threads: this BatchPass's pool (null: the calling thread), not the Contexts' own. Attention
+//   tasks are (sequence, KV head, block of queries); threads split tasks, never a reduction.
+// - The Contexts' logits(i) point into this object until its next Forward or its destruction
+//   (then their n_batch() reads 0). Not thread-safe, nor are the Contexts while it runs.
+class BatchPass {
+ public:
+  BatchPass(const Model& model, ThreadPool* pool);
+  ~BatchPass();
+  BatchPass(const BatchPass&) = delete;
+  BatchPass& operator=(const BatchPass&) = delete;
+
+  Status Forward(std::span<const SequenceRows> seqs);
+  int n_rows() const { return n_rows_; }  // rows of the last pass, all sequences
+  const Model& model() const { return model_; }
+
+ private:
+  friend class Context;  // its Forward is a one-sequence Run
+  struct Impl;
+  // Forward; `single` names the Context method of a one-sequence pass in its errors.
+  Status Run(std::span<const SequenceRows> seqs, const char* single);
+  Status Validate(std::span<const SequenceRows> seqs, const char* single) const;
+  void Plan(std::span<const SequenceRows> seqs);
+  void Publish();
+  const Model& model_;
+  int n_rows_ = 0;
+  // Passes run; a Context's logits are readable while this is alive and still says the pass
+  // that scored it.
+  std::shared_ptr<uint64_t> serial_;
   std::unique_ptr<Impl> impl_;
-  Status ForwardPending(std::span<const int32_t> tokens, std::span<const int32_t> parents,
-                        bool extend);
 };
 
 }  // namespace goose

@@ -52,6 +52,13 @@ TEST_P(ArchTreeTest, KeepPathAndTruncateContinueBitwise) {
   CheckTruncateContinuation(m, 2, /*seed=*/37);
 }
 
+// Several sequences in one pass, with committed depths on both sides of the 64-token window.
+TEST_P(ArchTreeTest, BatchOfSequencesEqualsEachOnItsOwn) {
+  const Model& m = RefModel(GetParam());
+  CheckBatchEqualsSingle(m, 1, /*seed=*/38, /*n_passes=*/1, 1, 120);
+  CheckBatchEqualsSingle(m, 2, /*seed=*/39, /*n_passes=*/2, 30, 150);
+}
+
 INSTANTIATE_TEST_SUITE_P(Archs, ArchTreeTest,
                          testing::Values("qwen3", "gemma2", "gemma3", "phi3"),
                          [](const testing::TestParamInfo<const char*>& info) {

@@ -147,6 +147,13 @@ TEST_P(SynthModelTest, TreeEqualsSequentialOnEveryCpuLevel) {
   SetCpuLevelCap(kMaxCpuLevel);
 }
 
+// Several sequences at different depths (beyond the gemmas' 8-token window too) in one pass.
+TEST_P(SynthModelTest, BatchOfSequencesEqualsEachOnItsOwn) {
+  const Model& m = SynthModel(GetParam());
+  CheckBatchEqualsSingle(m, 1, /*seed=*/16, /*n_passes=*/1);
+  CheckBatchEqualsSingle(m, 2, /*seed=*/17, /*n_passes=*/1);
+}
+
 TEST_P(SynthModelTest, KeepPathAndTruncateContinueBitwise) {
   const Model& m = SynthModel(GetParam());
   CheckKeepPathContinuation(m, 2, /*seed=*/13, /*n_trials=*/2);

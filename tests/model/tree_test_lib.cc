@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <functional>
+#include <memory>
 
 #include "sample/sampler.h"
 #include "util/rng.h"
@@ -186,6 +187,148 @@ void CheckTruncateContinuation(const Model& model, int n_threads, uint64_t seed)
     FeedOneByOne(fresh, {next});
     ExpectBitwiseEqual(ctx.logits(0), fresh.logits(0), n_vocab, "step " + std::to_string(step));
     next = Argmax(ctx.logits(0), n_vocab);
+  }
+}
+
+namespace {
+
+// One sequence of a multi-sequence pass: its committed prefix, its rows and its Context.
+struct BatchCase {
+  std::vector<int32_t> prefix, tokens, parents;
+  std::unique_ptr<Context> ctx;
+};
+
+// kind 0: a random tree of up to 48 nodes; 1: a prefill chunk (a chain continuing the prefix)
+// of up to 40 tokens; 2: one token (a decoding step).
+BatchCase RandomBatchCase(const Model& model, SplitMix64& rng, int min_prefix, int max_prefix) {
+  const int n_vocab = model.config().n_vocab;
+  BatchCase b;
+  b.prefix = RandomTokens(rng, Between(rng, min_prefix, max_prefix), n_vocab);
+  const int kind = static_cast<int>(rng.Below(3));
+  const int n = kind == 2 ? 1 : Between(rng, 1, kind == 0 ? 48 : 40);
+  b.tokens = RandomTokens(rng, n, n_vocab);
+  b.parents = RandomParents(rng, n);
+  if (kind == 1) {
+    for (int i = 0; i < n; ++i) b.parents[i] = i - 1;
+  }
+  b.ctx = std::make_unique<Context>(model, kCtx, nullptr);
+  CommitPrefix(*b.ctx, b.prefix);
+  return b;
+}
+
+std::vector<float> CopyLogits(const Context& ctx) {
+  std::vector<float> out;
+  for (int i = 0; i < ctx.n_batch(); ++i) {
+    out.insert(out.end(), ctx.logits(i), ctx.logits(i) + ctx.n_logits());
+  }
+  return out;
+}
+
+// Each sequence's rows == its own one-sequence Forward, all rows; its last row == one-token
+// decoding of the prefix and that row's root path in a fresh context.
+void ExpectEachEqualsItsOwnPass(const Model& model, const std::vector<BatchCase>& cases,
+                                const std::string& what) {
+  const int n_vocab = model.config().n_vocab;
+  for (size_t s = 0; s < cases.size(); ++s) {
+    const BatchCase& b = cases[s];
+    const std::string name = what + " sequence " + std::to_string(s);
+    Context own(model, kCtx, nullptr);
+    CommitPrefix(own, b.prefix);
+    ASSERT_TRUE(own.Forward(b.tokens, b.parents).ok());
+    ASSERT_EQ(b.ctx->n_batch(), static_cast<int>(b.tokens.size())) << name;
+    for (int i = 0; i < own.n_batch(); ++i) {
+      ExpectBitwiseEqual(b.ctx->logits(i), own.logits(i), n_vocab,
+                         name + " row " + std::to_string(i));
+    }
+    const int last = static_cast<int>(b.tokens.size()) - 1;
+    Context fresh(model, kCtx, nullptr);
+    std::vector<int32_t> seen = b.prefix;
+    for (int j : RootPath(b.parents, last)) seen.push_back(b.tokens[j]);
+    FeedOneByOne(fresh, seen);
+    ExpectBitwiseEqual(b.ctx->logits(last), fresh.logits(0), n_vocab,
+                       name + " last row vs one-token decoding");
+  }
+}
+
+// The pass again with the sequences in reverse order: the same bits.
+void ExpectOrderDoesNotMatter(BatchPass& pass, const std::vector<BatchCase>& cases,
+                              const std::string& what) {
+  std::vector<std::vector<float>> before;
+  std::vector<SequenceRows> rows;
+  for (const BatchCase& b : cases) before.push_back(CopyLogits(*b.ctx));
+  for (auto it = cases.rbegin(); it != cases.rend(); ++it) {
+    rows.push_back({it->ctx.get(), it->tokens, it->parents});
+  }
+  ASSERT_TRUE(pass.Forward(rows).ok());
+  for (size_t s = 0; s < cases.size(); ++s) {
+    const std::vector<float> after = CopyLogits(*cases[s].ctx);
+    ASSERT_EQ(after.size(), before[s].size());
+    ExpectBitwiseEqual(after.data(), before[s].data(), static_cast<int>(after.size()),
+                       what + " reversed order, sequence " + std::to_string(s));
+  }
+}
+
+// Each sequence keeps a random node's root path; then passes of one token per sequence (all
+// in one pass) == fresh contexts fed the same history one token at a time.
+void ExpectKeepPathThenBatchedDecoding(const Model& model, BatchPass& pass, SplitMix64& rng,
+                                       std::vector<BatchCase>& cases, const std::string& what) {
+  const int n_vocab = model.config().n_vocab;
+  std::vector<std::unique_ptr<Context>> fresh;
+  std::vector<int32_t> next(cases.size());
+  for (size_t s = 0; s < cases.size(); ++s) {
+    BatchCase& b = cases[s];
+    const int node = static_cast<int>(rng.Below(b.tokens.size()));
+    const auto path = RootPath(b.parents, node);
+    next[s] = Argmax(b.ctx->logits(node), n_vocab);
+    b.ctx->KeepPath(path);
+    std::vector<int32_t> seen = b.prefix;
+    for (int j : path) seen.push_back(b.tokens[j]);
+    fresh.push_back(std::make_unique<Context>(model, kCtx, nullptr));
+    FeedOneByOne(*fresh.back(), seen);
+  }
+  const int32_t root = -1;
+  for (int step = 0; step < 3; ++step) {
+    std::vector<SequenceRows> rows;
+    for (size_t s = 0; s < cases.size(); ++s) {
+      rows.push_back({cases[s].ctx.get(), {&next[s], 1}, {&root, 1}});
+    }
+    ASSERT_TRUE(pass.Forward(rows).ok());
+    for (size_t s = 0; s < cases.size(); ++s) {
+      cases[s].ctx->KeepPath(std::vector<int32_t>{0});
+      FeedOneByOne(*fresh[s], {next[s]});
+      ExpectBitwiseEqual(cases[s].ctx->logits(0), fresh[s]->logits(0), n_vocab,
+                         what + " decoding step " + std::to_string(step) + ", sequence " +
+                             std::to_string(s));
+      next[s] = Argmax(cases[s].ctx->logits(0), n_vocab);
+    }
+  }
+}
+
+}  // namespace
+
+void CheckBatchEqualsSingle(const Model& model, int n_threads, uint64_t seed, int n_passes,
+                            int min_prefix, int max_prefix) {
+  ThreadPool pool(n_threads);
+  BatchPass pass(model, &pool);
+  SplitMix64 rng(seed);
+  for (int trial = 0; trial < n_passes; ++trial) {
+    const std::string what = "pass " + std::to_string(trial);
+    std::vector<BatchCase> cases;
+    std::vector<SequenceRows> rows;
+    const int n_seqs = 2 + static_cast<int>(rng.Below(3));
+    for (int s = 0; s < n_seqs; ++s) {
+      cases.push_back(RandomBatchCase(model, rng, min_prefix, max_prefix));
+    }
+    int n_rows = 0;
+    for (const BatchCase& b : cases) {
+      rows.push_back({b.ctx.get(), b.tokens, b.parents});
+      n_rows += static_cast<int>(b.tokens.size());
+    }
+    ASSERT_TRUE(pass.Forward(rows).ok());
+    ASSERT_EQ(pass.n_rows(), n_rows);
+    ExpectEachEqualsItsOwnPass(model, cases, what);
+    ExpectOrderDoesNotMatter(pass, cases, what);
+    ExpectKeepPathThenBatchedDecoding(model, pass, rng, cases, what);
   }
 }
 

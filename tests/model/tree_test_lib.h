@@ -32,4 +32,14 @@ void CheckKeepPathContinuation(const Model& model, int n_threads, uint64_t seed,
 // Truncate(n) then decoding == a context that only saw the first n tokens.
 void CheckTruncateContinuation(const Model& model, int n_threads, uint64_t seed);
 
+// Multi-sequence passes (BatchPass on `n_threads`): 2-4 sequences at different committed
+// depths (min_prefix..max_prefix), each a random tree, a prefill chunk (a chain continuing its
+// prefix) or one token, scored in one pass; every row's logits must equal, bit for bit, its
+// sequence's own Context::Forward (1 thread), and some rows one-token decoding of their root
+// path; the same pass with the sequences in reverse order gives the same bits; then each
+// sequence keeps a random node's path and a decoding pass of one token per sequence equals
+// fresh contexts fed that history one token at a time.
+void CheckBatchEqualsSingle(const Model& model, int n_threads, uint64_t seed, int n_passes,
+                            int min_prefix = 1, int max_prefix = 40);
+
 }  // namespace goose
