@@ -51,8 +51,14 @@ void Scheduler::SplitTrees() {
 StatusOr<double> Scheduler::Score() {
   std::unique_lock<std::mutex> turn = PoolTurn(pool_mu_);
   const auto t = std::chrono::steady_clock::now();
-  for (Sequence* seq : active_) {
-    GOOSE_RETURN_IF_ERROR(seq->context().Forward(seq->tokens(), seq->parents()));
+  if (batch_ != nullptr) {
+    rows_.clear();
+    for (Sequence* seq : active_) rows_.push_back({&seq->context(), seq->tokens(), seq->parents()});
+    GOOSE_RETURN_IF_ERROR(batch_->Forward(rows_));
+  } else {
+    for (Sequence* seq : active_) {
+      GOOSE_RETURN_IF_ERROR(seq->context().Forward(seq->tokens(), seq->parents()));
+    }
   }
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }

@@ -11,8 +11,10 @@
 //   4. the rows go back to their sequences (Accept); a sequence that is done leaves.
 // Every active sequence advances in every pass (at least its root, or a prefill chunk). With
 // one sequence this is the decoding loop of docs/methods.md §7, its trees uncut.
-// Not thread-safe: one thread steps a scheduler. `pool_mu`: schedulers that share a ThreadPool
-// take turns on it around every forward pass (and only there); null: no lock.
+// Not thread-safe: one thread steps a scheduler. `batch`: the multi-sequence pass (model.h
+// BatchPass) of the model all sequences run on; null: each sequence's Context::Forward in turn
+// (one sequence: the same code and bits). `pool_mu`: schedulers that share a ThreadPool take
+// turns on it around every forward pass (and only there); null: no lock.
 #pragma once
 
 #include <cstdint>
@@ -39,8 +41,9 @@ class Scheduler {
  public:
   static constexpr int kPrefillRowsBesideDecode = 128;
 
-  explicit Scheduler(BudgetPolicy& policy, std::mutex* pool_mu = nullptr)
-      : policy_(policy), pool_mu_(pool_mu) {}
+  explicit Scheduler(BudgetPolicy& policy, BatchPass* batch = nullptr,
+                     std::mutex* pool_mu = nullptr)
+      : policy_(policy), batch_(batch), pool_mu_(pool_mu) {}
 
   // `seq` (not done) takes part in the next Step() and every one after until it is done; it
   // must outlive its time here.
@@ -64,7 +67,9 @@ class Scheduler {
   StatusOr<double> Score();
 
   BudgetPolicy& policy_;
+  BatchPass* batch_;
   std::mutex* pool_mu_;
+  std::vector<SequenceRows> rows_;  // the pass's rows, by sequence
   std::vector<Sequence*> active_;
   CycleRate rate_;  // tokens per second of the passes (the split's Dinkelbach rate)
   PassCounters counters_;

@@ -8,7 +8,8 @@ namespace goose {
 ServingLoop::ServingLoop(Session& session, int n_slots, int max_queue)
     : max_queue_(max_queue),
       policy_(session.NewBudgetPolicy()),
-      scheduler_(*policy_),
+      batch_(session.model(), &session.pool()),
+      scheduler_(*policy_, &batch_),
       slots_(n_slots) {
   EngineOptions eo;
   eo.policy = policy_;

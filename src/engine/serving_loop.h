@@ -82,6 +82,7 @@ class ServingLoop {
 
   const int max_queue_;
   std::shared_ptr<BudgetPolicy> policy_;
+  BatchPass batch_;
   Scheduler scheduler_;
   std::vector<Slot> slots_;
   mutable std::mutex mu_;
