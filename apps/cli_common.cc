@@ -13,7 +13,6 @@
 
 #include "commands.h"
 #include "model/model.h"
-#include "util/memory.h"
 
 namespace goose::cli {
 
@@ -73,20 +72,6 @@ std::string DefaultDataDir() {
 int Fail(const std::string& message) {
   std::fprintf(stderr, "goose: %s\n", message.c_str());
   return 1;
-}
-
-Status CheckContextMemory(const LlamaConfig& config, int n_ctx, int n_batch, int n_contexts,
-                          const std::string& flag) {
-  const uint64_t kv = KvCacheBytes(config, n_ctx);
-  const uint64_t per_context = kv + ForwardScratchBytes(config, n_batch);
-  const int n = ContextSize(config, n_ctx);
-  const std::string what =
-      n_contexts == 1
-          ? StrFormat("a context of %d tokens (%s KV cache)", n, FormatBytes(kv).c_str())
-          : StrFormat("%d contexts of %d tokens (%s KV cache each)", n_contexts, n,
-                      FormatBytes(kv).c_str());
-  return CheckMemory(per_context * static_cast<uint64_t>(n_contexts), what,
-                     "use a smaller " + flag);
 }
 
 Status CheckWritableFile(const std::string& path, const std::string& flag) {

@@ -15,6 +15,7 @@
 #include "bench/machine.h"
 #include "budget/verify_cost.h"
 #include "commands.h"
+#include "engine/session.h"
 #include "model/model.h"
 #include "ops/ops.h"
 #include "util/rng.h"

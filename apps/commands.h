@@ -38,11 +38,6 @@ std::string DefaultDataDir();
 // Prints "goose: <message>" to stderr and returns exit code 1.
 int Fail(const std::string& message);
 
-// CheckMemory for `n_contexts` Contexts of n_ctx tokens (0 = default) whose largest batch has
-// n_batch tokens; the advice is to use a smaller `flag` (e.g. "-c").
-Status CheckContextMemory(const LlamaConfig& config, int n_ctx, int n_batch, int n_contexts,
-                          const std::string& flag);
-
 // Errors naming `flag` unless `path` can be written (an existing regular file we may write, or a
 // new file in a writable folder): checked before any work so a long run cannot fail at its end.
 Status CheckWritableFile(const std::string& path, const std::string& flag);
