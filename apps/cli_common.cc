@@ -155,19 +155,4 @@ std::string ReadStdin() {
   return ss.str();
 }
 
-StatusOr<CostCalibration> LoadCostCurve(const Model& model, const std::string& model_path,
-                                        ThreadPool* pool, bool recalibrate) {
-  auto cache = CostCachePath(model_path, pool->size());
-  std::error_code ec;
-  if (recalibrate || !cache.ok() || !std::filesystem::exists(*cache, ec)) {
-    std::fprintf(stderr,
-                 "goose: --budget auto: timing tree passes of 1..128 nodes on this machine "
-                 "(once per model and thread count, up to ~10 s)...\n");
-  }
-  GOOSE_ASSIGN_OR_RETURN(CostCalibration cal,
-                         LoadOrMeasureCost(model, model_path, pool, recalibrate));
-  if (!cal.note.empty()) std::fprintf(stderr, "goose: note: %s\n", cal.note.c_str());
-  return cal;
-}
-
 }  // namespace goose::cli

@@ -7,7 +7,6 @@
 
 #include <CLI/CLI.hpp>
 
-#include "budget/cost_cache.h"
 #include "method/method.h"
 #include "model/llama_config.h"
 #include "util/status.h"
@@ -56,10 +55,5 @@ Status ParseBudgetFlag(const std::string& text, SpecParams* spec);
 std::string InflateShapeNames();
 // All of standard input (-f -).
 std::string ReadStdin();
-
-// The cost curve --budget auto needs (engine/cost_cache.h): cached per model and machine, or
-// measured now, saying so on stderr first (it takes up to ~10 s once); warnings on stderr.
-StatusOr<CostCalibration> LoadCostCurve(const Model& model, const std::string& model_path,
-                                        ThreadPool* pool, bool recalibrate);
 
 }  // namespace goose::cli

@@ -75,8 +75,9 @@ StatusOr<CostCalibration> LoadOrMeasureCost(const Model& model, const std::strin
 // least a few times in the run (Engine::ObservedPassCosts). They are kept in the cache file's
 // "observed" array, each size the mean of its old and new figure (so the latest runs count
 // most), for the next run's Engine::LearnPassCosts; a recalibration keeps them. Ok if nothing
-// needed writing. (Passes far below the curve used to mark it "stale", to be measured again:
-// a 10-25 s pause of some later run on a 1.5B model, where the observed times now correct it.)
+// needed writing. (Passes far below the curve do not mark it "stale", to be measured again:
+// one 10-25 s pause in a run on a 1.5B model would then cost every later run a calibration; the
+// observed times correct the curve instead.)
 Status RecordObservedCosts(const CostCalibration& cal, const std::vector<CostSample>& observed);
 
 // The options used for a calibration of `model` (shared with the benchmark's curves).

@@ -1,12 +1,12 @@
 // ObservedCosts: what decode cycles of each tree size take on this machine now, for --budget
-// auto's curve (engine/budget_chooser.h CorrectCostCurve, docs/methods.md §5.1).
+// auto's curve (budget/budget_chooser.h CorrectCostCurve, docs/methods.md §5.1).
 //
 // Contract
 // - Built on the calibrated curve. Record() takes one cycle's seconds (its pass and the
 //   drafter's work around it) and its tree size; sizes the curve does not cover are ignored.
 // - Medians(): per size recorded at least kMinCycles times, the median of its last kKept cycles.
 // - Curve(): the calibrated curve corrected by Medians(), and for sizes not timed often enough in
-//   this run by `prior` (medians of earlier runs, engine/cost_cache.h).
+//   this run by `prior` (medians of earlier runs, budget/cost_cache.h).
 // - Why recent cycles only: on a shared machine small passes (memory-bound) flip between two
 //   speeds within seconds while 8-node and larger ones barely move (1.5B-cost model: 4-node
 //   cycles 35 or 47 ms, 8-node ones 48-52 ms), so whether 4 or 8 nodes pay depends on the

@@ -20,7 +20,7 @@
 //
 // DraftTiming: what a draft pass costs as a line in the rows it scores, t(r) = a + b r, fitted
 // by least squares over exponentially decayed sums (weight 1/32 per new pass; a single row size
-// seen so far gives b = 0), and the rate of its cycles (method/cycle_rate.h).
+// seen so far gives b = 0), and the rate of its cycles (budget/cycle_rate.h).
 //
 // Both persist (engine/learned_cache.h, through DraftLearned): Save() gives kBytes bytes; Load()
 // checks the size and every figure (0 <= accepted <= reached <= 2^50; times finite, >= 0)

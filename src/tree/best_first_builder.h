@@ -53,7 +53,7 @@ struct BestFirstParams {
   // and the run's rate; the tree is cut as tree/size_cut.h says. Null: grow to `budget`.
   const std::vector<CostSample>* cost = nullptr;
   std::span<const double> node_scale;
-  double rate = 0;  // tokens per second the run achieves (method/cycle_rate.h); 0: not known
+  double rate = 0;  // tokens per second the run achieves (budget/cycle_rate.h); 0: not known
 };
 
 // `values` (optional) receives each node's value (root = 1), in node order.

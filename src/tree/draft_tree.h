@@ -25,7 +25,7 @@ constexpr int kNumSources = 7;
 const char* NodeSourceName(NodeSource s);
 
 // What verifying a tree of `nodes` nodes costs: seconds of one target pass (a point of the
-// measured verify-cost curve, engine/verify_cost.h), for sizing trees by cost.
+// measured verify-cost curve, budget/verify_cost.h), for sizing trees by cost.
 struct CostSample {
   int nodes = 0;
   double seconds = 0;

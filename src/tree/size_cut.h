@@ -33,7 +33,7 @@ inline double SizeScore(double tokens, double seconds, double rate) {
 class SizeCut {
  public:
   // cost: sorted by nodes, non-decreasing; node_scale[i] for node index i (beyond its end the
-  // last entry; empty: 1); rate: the run's tokens per second (method/cycle_rate.h), 0: unknown.
+  // last entry; empty: 1); rate: the run's tokens per second (budget/cycle_rate.h), 0: unknown.
   // The tree starts as the root alone (size 1).
   SizeCut(const std::vector<CostSample>& cost, std::span<const double> node_scale, double rate,
           double extra_seconds = 0);
