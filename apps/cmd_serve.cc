@@ -134,16 +134,25 @@ Runner AddServeCommand(CLI::App& app) {
   app.add_option("-t,--threads", o.n_threads, "threads, at most 64 (0 = all cores)")
       ->check(CLI::Range(0, 64));
   app.add_option("--threads-http", o.n_http_threads,
-                 "HTTP connection threads (0 = 2 x (parallel + max-queue) + 8)")
+                 "request handler threads; connections cost none (0 = parallel + max-queue + 4)")
       ->check(CLI::Range(0, 4096));
+  app.add_option("--max-connections", o.max_connections,
+                 "open connections at most; beyond, 503 (default 1024)")
+      ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--max-client-connections", o.max_connections_per_client,
+                 "open connections from one address at most; beyond, 503 (default 256)")
+      ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--keep-alive", o.keep_alive_seconds,
+                 "seconds an idle connection is kept open for its next request (default 30)")
+      ->check(CLI::Range(1, 3600));
   app.add_option("--api-key", o.api_key, "require 'Authorization: Bearer KEY' (all but /health)");
   app.add_option("--chat-template", o.chat_template,
                  "chat prompt format: " + server::ChatFamilyNames() +
                      " (default: recognised from the model's tokenizer.chat_template)");
   app.add_option("-a,--alias", o.alias, "model id in the API (default: the model file's name)");
   app.add_option("--timeout", o.timeout_seconds,
-                 "seconds a socket read or write may stall before the connection is cut "
-                 "(default 30)")
+                 "seconds a whole request head may take to arrive, then its whole body, then "
+                 "each write, before the connection is cut (default 30)")
       ->check(CLI::Range(1, 3600));
   app.add_option("--max-body-mb", f->max_body_mib, "largest request body in MiB (default 4)")
       ->check(CLI::Range(1, 1024));

@@ -3,8 +3,11 @@
 set -euo pipefail
 # python3-numpy: ../shared/tools/inflate_gguf.py (the inflated pair of the Graft benchmarks).
 # clang + libfuzzer-14-dev: the fuzz targets (tools/run-fuzz.sh).
+# libboost1.74-dev: goose serve's HTTP layer (Beast + Asio, header-only); libcpp-httplib-dev:
+# the server tests' HTTP client.
 pkgs=(cmake g++ make pkg-config googletest libgtest-dev libpcre2-dev nlohmann-json3-dev
-      libcli11-dev libcpp-httplib-dev zlib1g-dev gnuplot-nox clang libfuzzer-14-dev python3 python3-numpy)
+      libcli11-dev libboost1.74-dev libcpp-httplib-dev zlib1g-dev gnuplot-nox clang
+      libfuzzer-14-dev python3 python3-numpy)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 # Node and npm run the server's tests with the official openai client (tests/server). Any

@@ -29,12 +29,25 @@ ApiError Unsupported(const std::string& param, const std::string& why) {
   return e;
 }
 
+const char* TypeName(const json& v);
+
 // A short rendering of a bad value for messages: one line of valid UTF-8 (JSON escapes the
 // control characters but DEL, which gets its JSON escape here; the cut is at a character
-// boundary).
+// boundary). An array or an object is named, not dumped: its cost would be its size. A string
+// is cut before it is escaped, so a 4 MB one costs what a 64-byte one does.
 std::string Show(const json& v) {
+  if (v.is_array() || v.is_object()) return TypeName(v);
+  json shown = v;
+  if (v.is_string()) {
+    const std::string& str = v.get_ref<const std::string&>();
+    size_t cut = std::min<size_t>(str.size(), 64);  // more than the 57 characters shown
+    while (cut < str.size() && cut > 0 && (static_cast<unsigned char>(str[cut]) & 0xC0) == 0x80) {
+      --cut;
+    }
+    shown = str.substr(0, cut) + (cut < str.size() ? "...." : "");
+  }
   std::string s;
-  for (char c : v.dump(-1, ' ', false, json::error_handler_t::replace)) {
+  for (char c : shown.dump(-1, ' ', false, json::error_handler_t::replace)) {
     s += c == '\x7f' ? std::string("\\u007f") : std::string(1, c);
   }
   if (s.size() > 60) {
@@ -175,7 +188,33 @@ std::optional<ApiError> CheckUnsupported(const json& obj, ApiKind kind) {
   return std::nullopt;
 }
 
-// Parses the body as a JSON object; errors for invalid UTF-8, invalid JSON, other types.
+// Where the body's arrays and objects first nest deeper than `max_depth` (npos: nowhere). One
+// pass over the bytes, strings skipped, nothing recursive: the parser and everything after it
+// (the values' destructors, dumps into messages) then recurse at most max_depth levels.
+size_t FirstTooDeep(std::string_view body, int max_depth) {
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < body.size(); ++i) {
+    const char c = body[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > max_depth) return i;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return std::string_view::npos;
+}
+
+// Parses the body as a JSON object; errors for invalid UTF-8, too deep nesting, invalid JSON,
+// other types.
 ApiOr<json> ParseObject(std::string_view body) {
   if (!IsValidUtf8(body)) {
     size_t at = 0;
@@ -183,6 +222,11 @@ ApiOr<json> ParseObject(std::string_view body) {
       at += ValidUtf8SequenceLength(body, at);
     }
     return Invalid("", StrFormat("request body is not valid UTF-8 (byte %zu)", at));
+  }
+  if (const size_t at = FirstTooDeep(body, kMaxJsonDepth); at != std::string_view::npos) {
+    return Invalid("", StrFormat("request body nests arrays and objects more than %d deep (byte "
+                                 "%zu); goose's requests nest a few levels",
+                                 kMaxJsonDepth, at));
   }
   json j;
   try {
@@ -198,11 +242,13 @@ ApiOr<json> ParseObject(std::string_view body) {
   return j;
 }
 
-std::optional<ApiError> ReadPrompt(const json& obj, CompletionRequest* r) {
-  const json* p = Field(obj, "prompt");
+// The prompt's text is moved out of `obj` (a 4 MB prompt is not copied).
+std::optional<ApiError> ReadPrompt(json& obj, CompletionRequest* r) {
+  auto it = obj.find("prompt");
+  json* p = it == obj.end() || it->is_null() ? nullptr : &*it;
   if (p == nullptr) return Invalid("prompt", "'prompt' is required (a string)");
   if (p->is_string()) {
-    r->prompt = p->get<std::string>();
+    r->prompt = std::move(p->get_ref<std::string&>());
     return std::nullopt;
   }
   if (!p->is_array()) {
@@ -375,7 +421,7 @@ std::optional<ApiError> ReadGooseExtension(const json& obj, CompletionRequest* r
 ApiOr<CompletionRequest> ParseCompletionRequest(std::string_view body, ApiKind kind) {
   ApiOr<json> parsed = ParseObject(body);
   if (!parsed.ok()) return parsed.error();
-  const json& j = parsed.value();
+  json& j = parsed.value();  // the prompt's text is moved out
   CompletionRequest r;
   r.kind = kind;
   if (auto e = CheckUnsupported(j, kind)) return *e;
@@ -430,14 +476,16 @@ ApiOr<CompletionRequest> ParseCompletionRequest(std::string_view body, ApiKind k
 ApiOr<TokenizeRequest> ParseTokenizeRequest(std::string_view body) {
   ApiOr<json> parsed = ParseObject(body);
   if (!parsed.ok()) return parsed.error();
-  const json& j = parsed.value();
+  json& j = parsed.value();  // the content is moved out
   TokenizeRequest r;
-  const json* c = Field(j, "content");
-  if (c == nullptr || !c->is_string()) {
+  auto c = j.find("content");
+  if (c == j.end() || !c->is_string()) {
     return Invalid("content", std::string("'content' is required (the text to tokenize)") +
-                                  (c ? std::string(", not ") + TypeName(*c) : ""));
+                                  (c != j.end() && !c->is_null()
+                                       ? std::string(", not ") + TypeName(*c)
+                                       : ""));
   }
-  r.content = c->get<std::string>();
+  r.content = std::move(c->get_ref<std::string&>());  // not copied
   if (auto e = ReadBool(j, "add_special", &r.add_special)) return *e;
   if (auto e = ReadBool(j, "parse_special", &r.parse_special)) return *e;
   if (auto e = ReadBool(j, "with_pieces", &r.with_pieces)) return *e;

@@ -15,8 +15,10 @@
 //   `goose generate -p PROMPT` prints: greedy (temperature 0), top_k 40, top_p 0.95, seed 0.
 //   max_tokens absent = until the context is full.
 // - Every error names the field ("param") and says what is allowed; status 400. Bodies that are
-//   not JSON, not UTF-8 or not an object are errors too. Nothing here touches the file system:
-//   no field names a file.
+//   not JSON, not UTF-8 or not an object are errors too, and so is one whose arrays and objects
+//   nest more than kMaxJsonDepth deep (checked in one pass before parsing, so no input makes
+//   anything here recurse deeper). A message quotes a bad value escaped and cut short (a
+//   container only by its type). Nothing here touches the file system: no field names a file.
 // - ParseTokenizeRequest / ParseDetokenizeRequest: llama-server's POST /tokenize
 //   {"content", "add_special" (false), "parse_special" (true), "with_pieces" (false)} and
 //   POST /detokenize {"tokens": [ids]}.
@@ -65,6 +67,7 @@ inline constexpr float kMaxTemperature = 100.0f;  // as `goose generate --temp`
 inline constexpr int kMaxStopStrings = 16;
 inline constexpr size_t kMaxStopBytes = 256;
 inline constexpr int kMaxBudget = 128;  // the largest tree the engine scores
+inline constexpr int kMaxJsonDepth = 32;  // arrays and objects nested in one another
 
 struct CompletionRequest {
   ApiKind kind = ApiKind::kCompletion;

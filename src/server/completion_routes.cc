@@ -2,6 +2,7 @@
 // parameters -> a job on a slot -> one JSON answer, or server-sent events as the slot commits.
 #include <chrono>
 #include <cstdio>
+#include <optional>
 
 #include "server/api_response.h"
 #include "server/generation.h"
@@ -39,11 +40,22 @@ ApiError CancelledByShutdown() {
   return e;
 }
 
+ApiError ContextExceeded(const CompletionRequest& r, const std::string& how_long, int n_ctx) {
+  return BadRequest(r.kind == ApiKind::kChat ? "messages" : "prompt",
+                    StrFormat("the prompt is %s tokens long but the context holds %d; send a "
+                              "shorter one (or start goose serve with a larger -c)",
+                              how_long.c_str(), n_ctx),
+                    "context_length_exceeded");
+}
+
 ApiOr<PreparedJob> Prepare(const Server::Impl& s, const CompletionRequest& r) {
   const LoadedModel& l = s.loaded;
   const Tokenizer& tok = l.model->tokenizer();
   PreparedJob p;
   std::vector<int32_t>& prompt = p.job.prompt;
+  // Text is tokenized only as far as it can fit (n_ctx - 1 tokens leave room for one more).
+  const size_t max_prompt = static_cast<size_t>(l.n_ctx - 1);
+  std::optional<std::vector<int32_t>> encoded;
   if (r.kind == ApiKind::kChat) {
     if (!l.chat) {
       return BadRequest("messages",
@@ -55,7 +67,9 @@ ApiOr<PreparedJob> Prepare(const Server::Impl& s, const CompletionRequest& r) {
     }
     StatusOr<std::string> text = RenderChat(*l.chat, r.messages);
     if (!text.ok()) return BadRequest("messages", text.status().message());
-    prompt = l.specials.Encode(tok, *text, /*add_bos=*/true);
+    encoded = l.specials.EncodeAtMost(tok, *text, /*add_bos=*/true, max_prompt);
+    if (!encoded) return ContextExceeded(r, StrFormat("more than %zu", max_prompt), l.n_ctx);
+    prompt = std::move(*encoded);
   } else if (r.prompt_is_tokens) {
     for (size_t i = 0; i < r.prompt_tokens.size(); ++i) {
       if (r.prompt_tokens[i] >= tok.n_vocab()) {
@@ -66,7 +80,9 @@ ApiOr<PreparedJob> Prepare(const Server::Impl& s, const CompletionRequest& r) {
     }
     prompt = r.prompt_tokens;
   } else {
-    prompt = tok.Encode(r.prompt, /*add_bos=*/true);  // as `goose generate -p`
+    encoded = tok.EncodeAtMost(r.prompt, /*add_bos=*/true, max_prompt);  // as `goose generate -p`
+    if (!encoded) return ContextExceeded(r, StrFormat("more than %zu", max_prompt), l.n_ctx);
+    prompt = std::move(*encoded);
   }
   const int n_prompt = static_cast<int>(prompt.size());
   if (n_prompt == 0) {
@@ -74,13 +90,7 @@ ApiOr<PreparedJob> Prepare(const Server::Impl& s, const CompletionRequest& r) {
                       "the prompt is empty and this vocabulary adds no BOS token: give "
                       "at least one token");
   }
-  if (n_prompt >= l.n_ctx) {
-    return BadRequest(r.kind == ApiKind::kChat ? "messages" : "prompt",
-                      StrFormat("the prompt is %d tokens long but the context holds %d; send a "
-                                "shorter one (or start goose serve with a larger -c)",
-                                n_prompt, l.n_ctx),
-                      "context_length_exceeded");
-  }
+  if (n_prompt >= l.n_ctx) return ContextExceeded(r, std::to_string(n_prompt), l.n_ctx);
   GenerateParams& params = p.job.params;
   params.spec = s.default_spec;
   if (!r.spec.empty()) {
@@ -113,16 +123,72 @@ ApiOr<PreparedJob> Prepare(const Server::Impl& s, const CompletionRequest& r) {
   return p;
 }
 
+// A completion whose client went: 499 (nginx's "client closed request"), which no one reads but
+// the metrics count.
+ApiError ClientGone() {
+  ApiError e;
+  e.status = 499;
+  e.code = "client_gone";
+  e.message = "the client went away; the generation was cancelled";
+  return e;
+}
+
+// Server-sent events as the slot commits text; a failed write (the client left) cancels the
+// generation.
+void StreamCompletion(HttpExchange& ex, GenerationChannel& channel, const PreparedJob& prep,
+                      const ResponseIds& ids, bool chat, bool include_usage) {
+  auto write = [&](const std::string& s) {
+    if (ex.Write(s)) return true;
+    channel.Cancel();  // the client went away: the slot stops at its next cycle
+    return false;
+  };
+  auto chunk = [&](const std::string& text, const char* finish) {
+    return SseEvent(chat ? ChatChunkBody(ids, text, false, finish) : ChunkBody(ids, text, finish));
+  };
+  HttpResponse head;
+  head.content_type = "text/event-stream";
+  head.headers.push_back({"Cache-Control", "no-cache"});
+  if (!ex.StartStream(std::move(head))) return channel.Cancel();
+  if (chat && !write(SseEvent(ChatChunkBody(ids, "", /*role_chunk=*/true, nullptr)))) return;
+  while (true) {
+    channel.WaitFor(std::chrono::seconds(1));
+    const bool done = channel.done();  // before Take: no text can follow done
+    const std::string text = channel.Take();
+    if (!text.empty()) {
+      if (!write(chunk(text, nullptr))) return;
+    } else if (!done) {
+      // Nothing for a second (queued, or a long prefill): an SSE comment, which clients ignore
+      // and proxies take as a sign of life.
+      if (!write(": waiting\n\n")) return;
+    }
+    if (!done) continue;
+    const GenerationOutcome& o = channel.outcome();
+    if (!o.status.ok() || o.cancelled) {
+      write(SseEvent(ErrorBody(o.status.ok() ? CancelledByShutdown()
+                                             : ServerError(o.status.message()))));
+    } else {
+      json last = chat ? ChatChunkBody(ids, "", false, o.finish_reason.c_str())
+                       : ChunkBody(ids, "", o.finish_reason.c_str());
+      last["goose"] = GooseStats(o, prep.spec_key, prep.budget);
+      if (!write(SseEvent(last))) return;
+      if (include_usage && !write(SseEvent(UsageChunk(ids, chat, o.n_prompt, o.n_generated)))) {
+        return;
+      }
+    }
+    if (!write(kSseDone)) return;
+    return ex.End();
+  }
+}
+
 }  // namespace
 
-void Server::Impl::HandleCompletion(const httplib::Request& req, httplib::Response& res,
-                                    ApiKind kind) {
-  if (!CheckReady(res, /*generation=*/true)) return;
-  ApiOr<CompletionRequest> parsed = ParseCompletionRequest(req.body, kind);
-  if (!parsed.ok()) return SendError(res, parsed.error());
+void Server::Impl::HandleCompletion(HttpExchange& ex, ApiKind kind) {
+  if (!CheckReady(ex, /*generation=*/true)) return;
+  ApiOr<CompletionRequest> parsed = ParseCompletionRequest(ex.TakeBody(), kind);
+  if (!parsed.ok()) return SendError(ex, parsed.error());
   const CompletionRequest& r = parsed.value();
   ApiOr<PreparedJob> prepared = Prepare(*this, r);
-  if (!prepared.ok()) return SendError(res, prepared.error());
+  if (!prepared.ok()) return SendError(ex, prepared.error());
   auto prep = std::make_shared<PreparedJob>(std::move(prepared.value()));
   const bool chat = kind == ApiKind::kChat;
 
@@ -153,10 +219,12 @@ void Server::Impl::HandleCompletion(const httplib::Request& req, httplib::Respon
     e.message = full ? StrFormat("all %d slots are busy and %d requests are waiting; retry later",
                                  opts.n_parallel, opts.max_queue)
                      : "the server is shutting down";
-    SendError(res, e);
-    if (full) res.set_header("Retry-After", "1");
-    return;
+    HttpResponse res;
+    if (full) res.headers.push_back({"Retry-After", "1"});
+    return SendError(ex, e, res);
   }
+  // The client leaving, streamed or not, stops the slot at its next cycle.
+  ex.OnClientGone([channel] { channel->Cancel(); });
 
   ResponseIds ids;
   ids.id = StrFormat("%s-%llx%04llx", chat ? "chatcmpl" : "cmpl",
@@ -168,67 +236,13 @@ void Server::Impl::HandleCompletion(const httplib::Request& req, httplib::Respon
   if (!r.stream) {
     channel->WaitDone();
     const GenerationOutcome& o = channel->outcome();
-    if (!o.status.ok()) return SendError(res, ServerError(o.status.message()));
-    if (o.cancelled) return SendError(res, CancelledByShutdown());
+    if (!o.status.ok()) return SendError(ex, ServerError(o.status.message()));
+    if (o.cancelled) return SendError(ex, ex.client_gone() ? ClientGone() : CancelledByShutdown());
     const std::string text = channel->Take();
     const json goose = GooseStats(o, prep->spec_key, prep->budget);
-    return SendJson(res,
-                    chat ? ChatBody(ids, text, o, goose) : CompletionBody(ids, text, o, goose));
+    return SendJson(ex, chat ? ChatBody(ids, text, o, goose) : CompletionBody(ids, text, o, goose));
   }
-
-  const bool include_usage = r.include_usage;
-  res.set_header("Cache-Control", "no-cache");
-  res.set_chunked_content_provider(
-      "text/event-stream",
-      [channel, prep, ids, chat, include_usage](size_t, httplib::DataSink& sink) {
-        auto write = [&](const std::string& s) {
-          if (sink.write(s.data(), s.size())) return true;
-          channel->Cancel();  // the client went away: the slot stops at its next cycle
-          return false;
-        };
-        auto chunk = [&](const std::string& text, const char* finish) {
-          return SseEvent(chat ? ChatChunkBody(ids, text, false, finish)
-                               : ChunkBody(ids, text, finish));
-        };
-        if (chat && !write(SseEvent(ChatChunkBody(ids, "", /*role_chunk=*/true, nullptr)))) {
-          return false;
-        }
-        while (true) {
-          channel->WaitFor(std::chrono::seconds(1));
-          const bool done = channel->done();  // before Take: no text can follow done
-          const std::string text = channel->Take();
-          if (!text.empty()) {
-            if (!write(chunk(text, nullptr))) return false;
-          } else if (!done) {
-            // Nothing for a second (queued, or a long prefill): an SSE comment, which clients
-            // ignore, so that a client that left is noticed and its job cancelled.
-            if (!write(": waiting\n\n")) return false;
-          }
-          if (!done) continue;
-          const GenerationOutcome& o = channel->outcome();
-          if (!o.status.ok() || o.cancelled) {
-            write(SseEvent(ErrorBody(o.status.ok() ? CancelledByShutdown()
-                                                   : ServerError(o.status.message()))));
-          } else {
-            json last = chat ? ChatChunkBody(ids, "", false, o.finish_reason.c_str())
-                             : ChunkBody(ids, "", o.finish_reason.c_str());
-            last["goose"] = GooseStats(o, prep->spec_key, prep->budget);
-            if (!write(SseEvent(last))) return false;
-            if (include_usage &&
-                !write(SseEvent(UsageChunk(ids, chat, o.n_prompt, o.n_generated)))) {
-              return false;
-            }
-          }
-          if (!write(kSseDone)) return false;
-          sink.done();
-          return true;
-        }
-      },
-      // Called when the response is destroyed; not a success when the headers or a chunk could
-      // not be written (the provider may never have run).
-      [channel](bool success) {
-        if (!success) channel->Cancel();
-      });
+  StreamCompletion(ex, *channel, *prep, ids, chat, r.include_usage);
 }
 
 }  // namespace goose::server

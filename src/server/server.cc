@@ -7,6 +7,7 @@
 
 #include "server/server_impl.h"
 #include "server/utf8.h"
+#include "util/escape.h"
 
 namespace goose::server {
 
@@ -36,27 +37,44 @@ ApiError Unavailable(std::string message, std::string code) {
   return e;
 }
 
-// The error body httplib's own statuses get (unknown route, body too large, malformed HTTP).
-ApiError HttpError(int status, size_t max_body) {
+ApiError NotFound() {
+  ApiError e;
+  e.status = 404;
+  e.type = "not_found_error";
+  e.message =
+      "no such endpoint (goose serves /health, /v1/models, /v1/completions, "
+      "/v1/chat/completions, /metrics, /tokenize, /detokenize)";
+  return e;
+}
+
+// The body of an error the HTTP layer answers itself (malformed HTTP, limits, deadlines).
+std::string HttpErrorBody(int status, const std::string& message) {
   ApiError e;
   e.status = status;
+  e.message = message;
   switch (status) {
-    case 404:
-      e.type = "not_found_error";
-      e.message =
-          "no such endpoint (goose serves /health, /v1/models, /v1/completions, "
-          "/v1/chat/completions, /metrics, /tokenize, /detokenize)";
-      break;
     case 413:
-      e.message =
-          StrFormat("request body is larger than the server's limit of %zu bytes", max_body);
       e.code = "request_too_large";
       break;
+    case 408:
+      e.code = "request_timeout";
+      break;
+    case 503:
+      e.type = "unavailable_error";
+      e.code = "too_many_connections";
+      break;
     default:
-      e.message = StrFormat("the request could not be read (HTTP %d)", status);
+      if (status >= 500) e.type = "server_error";
       break;
   }
-  return e;
+  return Dump(ErrorBody(e));
+}
+
+HttpResponse ErrorResponse(const ApiError& e) {
+  HttpResponse r;
+  r.status = e.status;
+  r.body = Dump(ErrorBody(e));
+  return r;
 }
 
 }  // namespace
@@ -103,7 +121,11 @@ StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options) {
   }
   impl->model_name =
       o.alias.empty() ? std::filesystem::path(o.model_path).filename().string() : o.alias;
-  if (o.n_http_threads <= 0) o.n_http_threads = 2 * (o.n_parallel + o.max_queue) + 8;
+  if (o.keep_alive_seconds < 1) return Status::Error("--keep-alive must be at least 1 second");
+  if (o.max_connections < 1 || o.max_connections_per_client < 1) {
+    return Status::Error("--max-connections and --max-client-connections must be at least 1");
+  }
+  if (o.n_http_threads <= 0) o.n_http_threads = o.n_parallel + o.max_queue + 4;
   impl->opts = std::move(options);
   return std::unique_ptr<Server>(new Server(std::move(impl)));
 }
@@ -116,24 +138,11 @@ StatusOr<int> Server::Start() {
   Impl& s = *impl_;
   std::signal(SIGPIPE, SIG_IGN);  // a client that hangs up must not end the process
   s.start_time = static_cast<int64_t>(std::time(nullptr));
-  s.SetUpRoutes();
-  int port = s.opts.port;
-  if (port == 0) {
-    port = s.http.bind_to_any_port(s.opts.host);
-  } else if (!s.http.bind_to_port(s.opts.host, port)) {
-    port = -1;
-  }
-  if (port <= 0) {
-    return Status::Error(
-        StrFormat("cannot listen on %s:%d (in use, or not an address of this machine?)",
-                  s.opts.host.c_str(), s.opts.port));
-  }
-  s.listen_thread = std::thread([&s] {
-    s.http.listen_after_bind();
-    s.listen_done.store(true);
-  });
+  auto http = HttpServer::Start(s.HttpOptions());
+  if (!http.ok()) return http.status();
+  s.http = std::move(http).value();
   s.load_thread = std::thread([&s] { s.Load(); });
-  return port;
+  return s.http->port();
 }
 
 Status Server::WaitUntilLoaded() {
@@ -232,14 +241,8 @@ void Server::Impl::Load() {
 
 void Server::Impl::DoShutdown() {
   draining.store(true);
-  if (listen_thread.joinable()) {
-    // httplib's stop() does nothing before the listener runs; a Shutdown right after Start()
-    // waits for it (a few microseconds) so that the listener cannot outlive the stop.
-    while (!http.is_running() && !listen_done.load()) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-    http.stop();  // no new connections; kept-alive ones end after their current request
-  }
+  // No new connections; idle ones close, the others after their current response.
+  if (http) http->StopAccepting();
   if (load_thread.joinable()) load_thread.join();
   if (phase.load(std::memory_order_acquire) == kReady) {
     SlotPool& slots = *loaded.slots;
@@ -250,152 +253,203 @@ void Server::Impl::DoShutdown() {
     }
     slots.Stop();
   }
-  if (listen_thread.joinable()) listen_thread.join();  // every response written
+  if (http) http->Stop();  // every handler returned, every response written
   // What the slots learned goes to the table cache, what their passes took to the cost cache.
   if (phase.load(std::memory_order_acquire) == kReady) loaded.session->Close();
 }
 
-bool Server::Impl::CheckReady(httplib::Response& res, bool generation) {
+bool Server::Impl::CheckReady(HttpExchange& ex, bool generation) {
   const int p = phase.load(std::memory_order_acquire);
   if (p == kLoading) {
-    SendError(res, Unavailable("the model is still loading; retry in a moment", "model_loading"));
-    res.set_header("Retry-After", "1");
+    HttpResponse res;
+    res.headers.push_back({"Retry-After", "1"});
+    SendError(ex, Unavailable("the model is still loading; retry in a moment", "model_loading"),
+              res);
     return false;
   }
   if (p == kFailed) {
-    SendError(res, Unavailable("the model failed to load: " + load_status.message(),
-                               "model_load_failed"));
+    SendError(ex, Unavailable("the model failed to load: " + load_status.message(),
+                              "model_load_failed"));
     return false;
   }
   if (generation && draining.load()) {
     metrics.CountRejected("shutting_down");
-    SendError(res, Unavailable("the server is shutting down", "shutting_down"));
+    SendError(ex, Unavailable("the server is shutting down", "shutting_down"));
     return false;
   }
   return true;
 }
 
-void Server::Impl::SendError(httplib::Response& res, const ApiError& e) {
+void Server::Impl::SendError(HttpExchange& ex, const ApiError& e, HttpResponse res) {
   res.status = e.status;
-  res.set_content(Dump(ErrorBody(e)), "application/json");
+  res.body = Dump(ErrorBody(e));
+  ex.Respond(std::move(res));
 }
 
-void Server::Impl::SendJson(httplib::Response& res, const json& j) {
-  res.status = 200;
-  res.set_content(Dump(j), "application/json");
+void Server::Impl::SendJson(HttpExchange& ex, const json& j) {
+  HttpResponse res;
+  res.body = Dump(j);
+  ex.Respond(std::move(res));
 }
 
-void Server::Impl::SetUpRoutes() {
-  const int n_http = opts.n_http_threads;
-  http.new_task_queue = [n_http] { return new httplib::ThreadPool(n_http); };
-  http.set_payload_max_length(opts.max_body_bytes);
-  http.set_read_timeout(opts.timeout_seconds, 0);
-  http.set_write_timeout(opts.timeout_seconds, 0);
-  http.set_keep_alive_timeout(5);
-  http.set_keep_alive_max_count(1000);
-  http.set_tcp_nodelay(true);
+const std::vector<Server::Impl::Route>& Server::Impl::Routes() {
+  static const std::vector<Route> routes = {
+      {"GET", "/health", &Impl::HandleHealth},
+      {"GET", "/v1/models", &Impl::HandleModels},
+      {"GET", "/metrics", &Impl::HandleMetrics},
+      {"POST", "/v1/completions", &Impl::HandleCompletion},
+      {"POST", "/v1/chat/completions", &Impl::HandleChat},
+      {"POST", "/tokenize", &Impl::HandleTokenize},
+      {"POST", "/detokenize", &Impl::HandleDetokenize},
+  };
+  return routes;
+}
 
-  http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    if (opts.api_key.empty() || req.path == "/health") {
-      return httplib::Server::HandlerResponse::Unhandled;
-    }
-    const std::string auth = req.get_header_value("Authorization");
-    constexpr std::string_view kBearer = "Bearer ";
-    const bool ok = auth.size() >= kBearer.size() &&
-                    auth.compare(0, kBearer.size(), kBearer) == 0 &&
-                    ConstantTimeEquals(std::string_view(auth).substr(kBearer.size()), opts.api_key);
-    if (ok) return httplib::Server::HandlerResponse::Unhandled;
+namespace {
+
+const Server::Impl::Route* FindRoute(const HttpRequest& req, bool* wrong_method) {
+  *wrong_method = false;
+  std::string_view method = req.method;
+  if (method == "HEAD") method = "GET";  // GET's head
+  for (const Server::Impl::Route& r : Server::Impl::Routes()) {
+    if (req.path != r.path) continue;
+    if (method == r.method) return &r;
+    *wrong_method = true;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+std::optional<HttpResponse> Server::Impl::CheckHead(const HttpRequest& head) const {
+  bool wrong_method = false;
+  const Route* route = FindRoute(head, &wrong_method);
+  if (route == nullptr && !wrong_method) return ErrorResponse(NotFound());
+  if (route == nullptr) {
     ApiError e;
-    e.status = 401;
-    e.type = "authentication_error";
-    e.code = "invalid_api_key";
-    e.message = auth.empty() ? "missing API key: send the header 'Authorization: Bearer KEY'"
-                             : "invalid API key";
-    SendError(res, e);
-    return httplib::Server::HandlerResponse::Handled;
-  });
-  // httplib's own errors (404, 413, malformed requests) get an OpenAI-style body; handlers'
-  // errors already have one.
-  http.set_error_handler([this](const httplib::Request&, httplib::Response& res) {
-    if (res.body.empty()) SendError(res, HttpError(res.status, opts.max_body_bytes));
-  });
-  http.set_exception_handler(
-      [this](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-        std::string what = "internal error";
-        try {
-          if (ep) std::rethrow_exception(ep);
-        } catch (const std::bad_alloc&) {
-          what = "out of memory";
-        } catch (const std::exception& e) {
-          what = std::string("internal error: ") + e.what();
-        } catch (...) {
-        }
-        SendError(res, ServerError(what));
-      });
-  http.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
-    metrics.CountResponse(req.path, res.status);
-  });
-
-  http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
-    const int p = phase.load(std::memory_order_acquire);
-    if (p == kReady) return SendJson(res, {{"status", "ok"}});
-    res.status = 503;
-    json body = {{"status", p == kLoading ? "loading model" : "error"}};
-    if (p == kFailed) body["message"] = load_status.message();
-    res.set_content(Dump(body), "application/json");
-  });
-  http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
-    if (!CheckReady(res, false)) return;
-    const LlamaConfig& c = loaded.model->config();
-    json model = {{"id", model_name},
-                  {"object", "model"},
-                  {"created", loaded.created},
-                  {"owned_by", "goose"},
-                  {"meta",
-                   {{"n_vocab", c.n_vocab},
-                    {"n_ctx_train", c.n_ctx_train},
-                    {"n_ctx", loaded.n_ctx},
-                    {"n_embd", c.n_embd},
-                    {"n_layer", c.n_layer},
-                    {"slots", opts.n_parallel},
-                    {"spec", SpecVariantKey(default_spec)},
-                    {"chat_template", loaded.chat ? ChatFamilyName(loaded.chat->family) : ""}}}};
-    SendJson(res, {{"object", "list"}, {"data", json::array({model})}});
-  });
-  http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    GaugeValues g;
-    g.slots_total = opts.n_parallel;
-    if (phase.load(std::memory_order_acquire) == kReady) {
-      g.queue_length = loaded.slots->queued();
-      g.slots_busy = loaded.slots->busy();
+    e.status = 405;
+    e.message = "'" + EscapeForMessage(head.method, 32) + "' is not a method of " + head.path;
+    HttpResponse res = ErrorResponse(e);
+    for (const Route& r : Routes()) {
+      if (head.path == r.path) res.headers.push_back({"Allow", r.method});
     }
-    res.set_content(metrics.Render(g), "text/plain; version=0.0.4");
-  });
-  http.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
-    HandleCompletion(req, res, ApiKind::kCompletion);
-  });
-  http.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
-    HandleCompletion(req, res, ApiKind::kChat);
-  });
-  http.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
-    HandleTokenize(req, res);
-  });
-  http.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
-    HandleDetokenize(req, res);
-  });
+    return res;
+  }
+  if (opts.api_key.empty() || head.path == "/health") return std::nullopt;
+  const std::string* auth = head.Header("Authorization");
+  constexpr std::string_view kBearer = "Bearer ";
+  const bool ok = auth && auth->size() >= kBearer.size() &&
+                  auth->compare(0, kBearer.size(), kBearer) == 0 &&
+                  ConstantTimeEquals(std::string_view(*auth).substr(kBearer.size()), opts.api_key);
+  if (ok) return std::nullopt;
+  ApiError e;
+  e.status = 401;
+  e.type = "authentication_error";
+  e.code = "invalid_api_key";
+  e.message = auth == nullptr || auth->empty()
+                  ? "missing API key: send the header 'Authorization: Bearer KEY'"
+                  : "invalid API key";
+  return ErrorResponse(e);
 }
 
-void Server::Impl::HandleTokenize(const httplib::Request& req, httplib::Response& res) {
-  if (!CheckReady(res, false)) return;
-  ApiOr<TokenizeRequest> r = ParseTokenizeRequest(req.body);
-  if (!r.ok()) return SendError(res, r.error());
+void Server::Impl::Handle(HttpExchange& ex) {
+  bool wrong_method = false;
+  const Route* route = FindRoute(ex.request(), &wrong_method);
+  if (route == nullptr) return SendError(ex, NotFound());  // CheckHead answered it already
+  try {
+    (this->*route->handle)(ex);
+  } catch (const std::bad_alloc&) {
+    SendError(ex, ServerError("out of memory"));
+  } catch (const std::exception& e) {
+    SendError(ex, ServerError(std::string("internal error: ") + e.what()));
+  }
+}
+
+HttpServerOptions Server::Impl::HttpOptions() {
+  HttpServerOptions h;
+  h.host = opts.host;
+  h.port = opts.port;
+  h.n_workers = opts.n_http_threads;
+  h.max_body_bytes = opts.max_body_bytes;
+  h.timeout_seconds = opts.timeout_seconds;
+  h.keep_alive_seconds = opts.keep_alive_seconds;
+  h.max_connections = opts.max_connections;
+  h.max_connections_per_client = opts.max_connections_per_client;
+  h.handler = [this](std::shared_ptr<HttpExchange> ex) { Handle(*ex); };
+  h.head_check = [this](const HttpRequest& head) { return CheckHead(head); };
+  h.error_body = HttpErrorBody;
+  h.on_response = [this](const std::string& path, int status) {
+    metrics.CountResponse(path, status);
+  };
+  return h;
+}
+
+void Server::Impl::HandleHealth(HttpExchange& ex) {
+  const int p = phase.load(std::memory_order_acquire);
+  if (p == kReady) return SendJson(ex, {{"status", "ok"}});
+  json body = {{"status", p == kLoading ? "loading model" : "error"}};
+  if (p == kFailed) body["message"] = load_status.message();
+  HttpResponse res;
+  res.status = 503;
+  res.body = Dump(body);
+  ex.Respond(std::move(res));
+}
+
+void Server::Impl::HandleModels(HttpExchange& ex) {
+  if (!CheckReady(ex, false)) return;
+  const LlamaConfig& c = loaded.model->config();
+  json model = {{"id", model_name},
+                {"object", "model"},
+                {"created", loaded.created},
+                {"owned_by", "goose"},
+                {"meta",
+                 {{"n_vocab", c.n_vocab},
+                  {"n_ctx_train", c.n_ctx_train},
+                  {"n_ctx", loaded.n_ctx},
+                  {"n_embd", c.n_embd},
+                  {"n_layer", c.n_layer},
+                  {"slots", opts.n_parallel},
+                  {"spec", SpecVariantKey(default_spec)},
+                  {"chat_template", loaded.chat ? ChatFamilyName(loaded.chat->family) : ""}}}};
+  SendJson(ex, {{"object", "list"}, {"data", json::array({model})}});
+}
+
+void Server::Impl::HandleMetrics(HttpExchange& ex) {
+  GaugeValues g;
+  g.slots_total = opts.n_parallel;
+  if (phase.load(std::memory_order_acquire) == kReady) {
+    g.queue_length = loaded.slots->queued();
+    g.slots_busy = loaded.slots->busy();
+  }
+  HttpResponse res;
+  res.content_type = "text/plain; version=0.0.4";
+  res.body = metrics.Render(g);
+  ex.Respond(std::move(res));
+}
+
+// A text beyond the context is refused as soon as that is certain (SpecialTokens::EncodeAtMost),
+// as a prompt is: what /tokenize costs is bounded by the context too.
+void Server::Impl::HandleTokenize(HttpExchange& ex) {
+  if (!CheckReady(ex, false)) return;
+  ApiOr<TokenizeRequest> r = ParseTokenizeRequest(ex.TakeBody());
+  if (!r.ok()) return SendError(ex, r.error());
   const Tokenizer& tok = loaded.model->tokenizer();
   const TokenizeRequest& t = r.value();
-  const std::vector<int32_t> ids = t.parse_special
-                                       ? loaded.specials.Encode(tok, t.content, t.add_special)
-                                       : tok.Encode(t.content, t.add_special);
+  const size_t limit = static_cast<size_t>(loaded.n_ctx);
+  const std::optional<std::vector<int32_t>> ids =
+      t.parse_special ? loaded.specials.EncodeAtMost(tok, t.content, t.add_special, limit)
+                      : tok.EncodeAtMost(t.content, t.add_special, limit);
+  if (!ids) {
+    ApiError e;
+    e.param = "content";
+    e.code = "context_length_exceeded";
+    e.message = StrFormat("the text is more than %zu tokens long; /tokenize answers up to the "
+                          "context size (%zu tokens): send it in parts",
+                          limit, limit);
+    return SendError(ex, e);
+  }
   json tokens = json::array();
-  for (int32_t id : ids) {
+  for (int32_t id : *ids) {
     if (!t.with_pieces) {
       tokens.push_back(id);
       continue;
@@ -411,13 +465,13 @@ void Server::Impl::HandleTokenize(const httplib::Request& req, httplib::Response
     }
     tokens.push_back({{"id", id}, {"piece", p}});
   }
-  SendJson(res, {{"tokens", tokens}});
+  SendJson(ex, {{"tokens", tokens}});
 }
 
-void Server::Impl::HandleDetokenize(const httplib::Request& req, httplib::Response& res) {
-  if (!CheckReady(res, false)) return;
-  ApiOr<DetokenizeRequest> r = ParseDetokenizeRequest(req.body);
-  if (!r.ok()) return SendError(res, r.error());
+void Server::Impl::HandleDetokenize(HttpExchange& ex) {
+  if (!CheckReady(ex, false)) return;
+  ApiOr<DetokenizeRequest> r = ParseDetokenizeRequest(ex.TakeBody());
+  if (!r.ok()) return SendError(ex, r.error());
   const Tokenizer& tok = loaded.model->tokenizer();
   std::vector<int32_t> ids;
   for (size_t i = 0; i < r.value().tokens.size(); ++i) {
@@ -427,11 +481,11 @@ void Server::Impl::HandleDetokenize(const httplib::Request& req, httplib::Respon
       e.param = "tokens";
       e.message = StrFormat("'tokens[%zu]' = %lld is outside the vocabulary (0..%d)", i,
                             static_cast<long long>(id), tok.n_vocab() - 1);
-      return SendError(res, e);
+      return SendError(ex, e);
     }
     ids.push_back(static_cast<int32_t>(id));
   }
-  SendJson(res, {{"content", ToValidUtf8(tok.Decode(ids))}});
+  SendJson(ex, {{"content", ToValidUtf8(tok.Decode(ids))}});
 }
 
 }  // namespace goose::server

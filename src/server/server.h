@@ -16,15 +16,26 @@
 //   drafter calls), and one ThreadPool, on which forward passes take turns
 //   (Engine::set_pool_mutex). Output never depends on either: every request's text is plain
 //   decoding's, its sampling keyed by (seed, position).
-// - A streaming client that disconnects cancels its generation at the next cycle and frees its
-//   slot. Non-streamed requests run to their end (max_tokens bounds them).
-// - Shutdown(): new generation requests get 503, the listener closes, in-flight and queued
+// - HTTP (http_server.h): one I/O thread serves every connection without blocking, so idle
+//   keep-alive connections and slow clients cost no thread; handlers run on n_http_threads
+//   threads. Per-phase deadlines (timeout_seconds for a whole request head, then its whole
+//   body), body limits in every framing, at most max_connections connections and
+//   max_connections_per_client per address; pipelined requests are answered in order.
+// - A client that disconnects (closes its socket, or its sending side), streaming or not,
+//   cancels its generation at the next cycle and frees its slot.
+// - Prompts are checked against the context while they are tokenized: a prompt (or a /tokenize
+//   text) that cannot fit is refused (400) as soon as that is certain, so a refused prompt
+//   costs what the context allows, not what the body holds.
+// - Shutdown(): new generation requests get 503, the listener and the idle connections close
+//   (the others after their current response), in-flight and queued
 //   requests get shutdown_grace_seconds to finish and are then cancelled (each within one
 //   forward pass), responses are written, what the slots learned is saved to the table cache
 //   (the one `goose generate` uses, loaded at start), and it returns. Idempotent.
 // - Security: with api_key, every route but /health needs "Authorization: Bearer KEY"
-//   (compared in constant time), else 401. Bodies over max_body_bytes get 413; a socket read or
-//   write that stalls for timeout_seconds ends the connection. No request field names a file.
+//   (compared in constant time), else 401, answered before the body is read. Bodies over
+//   max_body_bytes get 413 (http_server.h lists the other refusals: duplicate Content-Length,
+//   Content-Encoding, ...); request JSON nesting is bounded (api_request.h). No request field
+//   names a file.
 // - Errors are OpenAI-style JSON with a 4xx/5xx status; the server keeps serving after any of
 //   them. A process serving must not die of SIGPIPE: Start() ignores it.
 #pragma once
@@ -51,7 +62,7 @@ struct ServerOptions {
   int n_ctx = 0;               // context per slot; 0 = min(model's, 4096)
   int n_threads = 0;           // forward-pass threads; 0 = all cores
   int prefill_chunk = 256;     // prompt tokens per prefill pass (-b)
-  int n_http_threads = 0;      // 0 = 2 * (n_parallel + max_queue) + 8
+  int n_http_threads = 0;      // handler threads; 0 = n_parallel + max_queue + 4
   std::string spec = "goose";  // default method (ParseSpecVariant); requests may choose another
   std::string budget = "0";    // default node budget 0..128 (0 = the method's) or "auto"
   bool recalibrate = false;    // --budget auto: measure the cost curve again, not the cache's
@@ -64,7 +75,10 @@ struct ServerOptions {
   std::string chat_template;   // a ChatFamilyName; empty: read tokenizer.chat_template
   std::string alias;           // model id in the API; empty: the model file's name
   size_t max_body_bytes = 4u << 20;
-  int timeout_seconds = 30;
+  int timeout_seconds = 30;     // a request head, then its body, then each write
+  int keep_alive_seconds = 30;  // an idle connection waits this long for its next request
+  int max_connections = 1024;
+  int max_connections_per_client = 256;
   double shutdown_grace_seconds = 10;
   // Runs once the model has loaded, before anything else is made (tests hold the load here); an
   // error fails the load. (The slots' contexts are checked against the memory anyway.) Null:

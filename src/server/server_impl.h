@@ -1,13 +1,13 @@
 // Server::Impl: the state behind Server (internal header, shared by server.cc and
 // completion_routes.cc).
 //
-// Lifecycle: Create() -> Start() binds, starts the listener thread and the loader thread ->
-// Load() fills `loaded` and sets phase kReady (or kFailed) -> Shutdown(). `loaded` is written
-// only by the loader before phase becomes kReady (release) and read by handlers after they saw
-// kReady (acquire); after that only the slots' engines change, each on its own slot thread.
+// Lifecycle: Create() -> Start() binds (HttpServer: its I/O thread and handler threads) and
+// starts the loader thread -> Load() fills `loaded` and sets phase kReady (or kFailed) ->
+// Shutdown(). `loaded` is written only by the loader before phase becomes kReady (release) and
+// read by handlers after they saw kReady (acquire); after that only the slots' engines change,
+// each on its own slot thread. Handlers run on HttpServer's handler threads and may block there
+// (a completion waits for its generation).
 #pragma once
-
-#include <httplib.h>
 
 #include <atomic>
 #include <condition_variable>
@@ -25,6 +25,7 @@
 #include "server/api_request.h"
 #include "server/api_response.h"
 #include "server/chat_template.h"
+#include "server/http_server.h"
 #include "server/metrics.h"
 #include "server/server.h"
 #include "server/slot_pool.h"
@@ -57,15 +58,14 @@ struct Server::Impl {
   bool default_budget_auto = false;
   std::string model_name;  // id in the API
 
-  httplib::Server http;
-  std::thread listen_thread, load_thread;
+  std::unique_ptr<HttpServer> http;
+  std::thread load_thread;
   std::atomic<int> phase{kLoading};
   Status load_status;  // valid once phase != kLoading
   std::mutex load_mu;
   std::condition_variable load_cv;
   LoadedModel loaded;
 
-  std::atomic<bool> listen_done{false};  // listen_after_bind() returned
   std::atomic<bool> draining{false};     // shutdown begun: no new generations
   std::atomic<bool> cancel_all{false};   // in-flight generations stop at the next cycle
   std::once_flag shutdown_once;
@@ -73,7 +73,18 @@ struct Server::Impl {
   int64_t start_time = 0;
   Metrics metrics;
 
-  void SetUpRoutes();
+  // The routes: method and path -> handler.
+  struct Route {
+    const char* method;
+    const char* path;
+    void (Impl::*handle)(HttpExchange& ex);
+  };
+  static const std::vector<Route>& Routes();
+  HttpServerOptions HttpOptions();
+  // Before the body is read (I/O thread): unknown route 404, wrong method 405, missing or
+  // wrong API key 401; else nullopt.
+  std::optional<HttpResponse> CheckHead(const HttpRequest& head) const;
+  void Handle(HttpExchange& ex);
   SessionOptions SessionFor() const;
   void LoadChatTemplate();
   void Load();
@@ -81,13 +92,18 @@ struct Server::Impl {
   void DoShutdown();
 
   // Answers 503 and returns false unless the model is ready and the server not draining.
-  bool CheckReady(httplib::Response& res, bool generation);
-  void SendError(httplib::Response& res, const ApiError& e);
-  void SendJson(httplib::Response& res, const nlohmann::json& j);
+  bool CheckReady(HttpExchange& ex, bool generation);
+  void SendError(HttpExchange& ex, const ApiError& e, HttpResponse res = {});
+  void SendJson(HttpExchange& ex, const nlohmann::json& j);
 
-  void HandleCompletion(const httplib::Request& req, httplib::Response& res, ApiKind kind);
-  void HandleTokenize(const httplib::Request& req, httplib::Response& res);
-  void HandleDetokenize(const httplib::Request& req, httplib::Response& res);
+  void HandleHealth(HttpExchange& ex);
+  void HandleModels(HttpExchange& ex);
+  void HandleMetrics(HttpExchange& ex);
+  void HandleCompletion(HttpExchange& ex) { HandleCompletion(ex, ApiKind::kCompletion); }
+  void HandleChat(HttpExchange& ex) { HandleCompletion(ex, ApiKind::kChat); }
+  void HandleCompletion(HttpExchange& ex, ApiKind kind);
+  void HandleTokenize(HttpExchange& ex);
+  void HandleDetokenize(HttpExchange& ex);
 };
 
 // The Status's message as a 500 error body.

@@ -1,6 +1,7 @@
 #include "server/special_tokens.h"
 
 #include <algorithm>
+#include <cstdint>
 
 namespace goose::server {
 
@@ -36,8 +37,20 @@ const std::string& SpecialTokens::TokenText(int32_t id) const {
 
 std::vector<int32_t> SpecialTokens::Encode(const Tokenizer& tok, std::string_view text,
                                            bool add_bos) const {
+  return *EncodeAtMost(tok, text, add_bos, SIZE_MAX);
+}
+
+std::optional<std::vector<int32_t>> SpecialTokens::EncodeAtMost(const Tokenizer& tok,
+                                                                std::string_view text,
+                                                                bool add_bos,
+                                                                size_t max_tokens) const {
   std::vector<int32_t> out;
   if (add_bos && tok.add_bos() && tok.bos() >= 0) out.push_back(tok.bos());
+  if (max_tokens != SIZE_MAX) {  // each control token stands for its text
+    size_t longest = 0;
+    for (int32_t id : control_) longest = std::max(longest, texts_[id].size());
+    if (out.size() + tok.FewestTokens(text, longest) > max_tokens) return std::nullopt;
+  }
   // next[k]: where control_[k]'s text occurs next at or after pos (npos: nowhere). Each entry
   // only moves forward, so a prompt costs one pass over the text per control token.
   std::vector<size_t> next(control_.size());
@@ -54,13 +67,17 @@ std::vector<int32_t> SpecialTokens::Encode(const Tokenizer& tok, std::string_vie
     }
     const size_t piece_end = best == control_.size() ? text.size() : next[best];
     if (piece_end > pos) {
-      const std::vector<int32_t> ids = tok.Encode(text.substr(pos, piece_end - pos), false);
-      out.insert(out.end(), ids.begin(), ids.end());
+      const auto ids = tok.EncodeAtMost(text.substr(pos, piece_end - pos), false,
+                                        max_tokens - std::min(max_tokens, out.size()));
+      if (!ids) return std::nullopt;
+      out.insert(out.end(), ids->begin(), ids->end());
     }
     if (best == control_.size()) break;
     out.push_back(control_[best]);
+    if (out.size() > max_tokens) return std::nullopt;
     pos = next[best] + texts_[control_[best]].size();
   }
+  if (out.size() > max_tokens) return std::nullopt;
   return out;
 }
 

@@ -11,8 +11,10 @@
 
 namespace goose {
 
-void Tokenizer::Impl::EncodeBpe(std::string_view raw, std::vector<int32_t>* out) const {
+void Tokenizer::Impl::EncodeBpe(std::string_view raw, std::vector<int32_t>* out,
+                                size_t limit) const {
   for (std::string_view word : pre_tokenizer->Split(raw)) {
+    if (out->size() > limit) return;  // ids are only ever appended: past the limit stays past
     const std::string text = ByteLevelEncode(word);
     // Llama 3 style vocabularies take a whole word that is already a token as is.
     if (ignore_merges) {

@@ -3,6 +3,7 @@
 #include "tokenizer/tokenizer.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <utility>
 
 #include "tokenizer/byte_level.h"
@@ -163,6 +164,46 @@ std::string ComputePiece(const Tokenizer::Impl& im, int32_t id) {
   }
 }
 
+// Whether byte b ends up in some token whatever surrounds it: SPM's byte fallback (<0xXX>, the
+// byte itself, else <unk>); for byte-level BPE, its character being a token (merges then only
+// grow it into tokens, see MergesAreTokens).
+bool ByteHasToken(const Tokenizer::Impl& im, int b) {
+  const std::string byte(1, static_cast<char>(b));
+  if (!im.is_spm) return im.Find(ByteLevelEncode(byte)) >= 0;
+  static const char kHex[] = "0123456789ABCDEF";
+  const char name[7] = {'<', '0', 'x', kHex[b >> 4], kHex[b & 15], '>', 0};
+  return im.unk >= 0 || im.Find(name) >= 0 || im.Find(byte) >= 0;
+}
+
+// SPM merges only into vocabulary tokens; a BPE merge whose result is not a token falls back
+// to single-byte tokens that may not exist.
+bool MergesAreTokens(const Tokenizer::Impl& im) {
+  for (const auto& [key, rank] : im.merge_rank) {
+    std::string merged = key;
+    merged.erase(merged.find('\xff'), 1);
+    if (im.Find(merged) < 0) return false;
+  }
+  return true;
+}
+
+// The most input bytes one token the encoders emit can stand for (0: no bound). A token matched
+// in SPM's text covers at most its bytes (a space there is 3 bytes, U+2581); one matched in
+// byte-level text, one input byte per character; a user-defined token, its bytes.
+size_t MaxTokenBytes(const Tokenizer::Impl& im) {
+  if (!MergesAreTokens(im)) return 0;
+  size_t most = 1;  // a byte fallback token
+  for (size_t i = 0; i < im.tokens.size(); ++i) {
+    const std::string& t = im.tokens[i];
+    size_t n = t.size();
+    if (!im.is_spm && im.types[i] != kTokenUserDefined) {
+      n = 0;
+      for (char c : t) n += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+    }
+    most = std::max(most, n);
+  }
+  return most;
+}
+
 }  // namespace
 
 Tokenizer::Tokenizer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -296,6 +337,8 @@ StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromGguf(const GgufFile& gguf) {
 
   im->pieces.resize(n);
   for (int64_t i = 0; i < n; ++i) im->pieces[i] = ComputePiece(*im, static_cast<int32_t>(i));
+  im->max_token_bytes = MaxTokenBytes(*im);
+  for (int b = 0; b < 256; ++b) im->byte_has_token[b] = ByteHasToken(*im, b);
   return std::unique_ptr<Tokenizer>(new Tokenizer(std::move(im)));
 }
 
@@ -333,16 +376,17 @@ std::vector<Fragment> Partition(const Tokenizer::Impl& im, std::string_view text
   return frags;
 }
 
-}  // namespace
-
-std::vector<int32_t> Tokenizer::Encode(std::string_view text, bool add_bos) const {
-  const Impl& im = *impl_;
+// Encode, stopping after the fragment that takes the ids past `limit` (ids are only appended,
+// so the result is then longer than `limit` whatever the rest would add).
+std::vector<int32_t> EncodeUpTo(const Tokenizer::Impl& im, std::string_view text, bool add_bos,
+                                size_t limit) {
   std::vector<int32_t> out;
   if (add_bos && im.add_bos && im.bos >= 0) out.push_back(im.bos);
   if (text.empty()) return out;
   // SentencePiece adds the dummy-prefix space at the start and after every special token.
   bool prev_special = true;
   for (const Fragment& f : Partition(im, text)) {
+    if (out.size() > limit) break;
     if (f.token >= 0) {
       out.push_back(f.token);
       prev_special = true;
@@ -354,11 +398,36 @@ std::vector<int32_t> Tokenizer::Encode(std::string_view text, bool add_bos) cons
       s.append(f.text);
       im.EncodeSpm(s, &out);
     } else {
-      im.EncodeBpe(f.text, &out);
+      im.EncodeBpe(f.text, &out, limit);
     }
     prev_special = false;
   }
   return out;
+}
+
+}  // namespace
+
+std::vector<int32_t> Tokenizer::Encode(std::string_view text, bool add_bos) const {
+  return EncodeUpTo(*impl_, text, add_bos, SIZE_MAX);
+}
+
+std::optional<std::vector<int32_t>> Tokenizer::EncodeAtMost(std::string_view text, bool add_bos,
+                                                            size_t max_tokens) const {
+  const Impl& im = *impl_;
+  const size_t n_bos = add_bos && im.add_bos && im.bos >= 0 ? 1 : 0;
+  if (n_bos + FewestTokens(text) > max_tokens) return std::nullopt;
+  std::vector<int32_t> out = EncodeUpTo(im, text, add_bos, max_tokens);
+  if (out.size() > max_tokens) return std::nullopt;
+  return out;
+}
+
+size_t Tokenizer::FewestTokens(std::string_view text, size_t longest) const {
+  const Impl& im = *impl_;
+  if (im.max_token_bytes == 0) return 0;
+  size_t covered = 0;  // bytes that are in some token, each of at most `per_token` bytes
+  for (char c : text) covered += im.byte_has_token[static_cast<unsigned char>(c)];
+  const size_t per_token = std::max(longest, im.max_token_bytes);
+  return (covered + per_token - 1) / per_token;
 }
 
 std::string Tokenizer::TokenToPiece(int32_t id) const {

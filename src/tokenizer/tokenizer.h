@@ -8,6 +8,16 @@
 //   with Unicode properties. Anything else is a load error naming the file and key.
 // - Encode(text, add_bos) never parses special-token text; BOS is prepended only when asked and
 //   the vocab says BOS is used (`tokenizer.ggml.add_bos_token`, default true for `llama`).
+// - EncodeAtMost(text, add_bos, max_tokens) is Encode when that gives at most max_tokens ids,
+//   else nullopt, and stops as soon as that is certain: a text FewestTokens says is too long is
+//   refused after one scan of its bytes, and otherwise encoding stops after the user-defined-
+//   token fragment (BPE: the pre-tokenizer word) that passes the limit. So what a too-long
+//   prompt costs is bounded by the limit, not by the text.
+// - FewestTokens(text, longest): a lower bound on the ids of text in any encoding whose tokens
+//   each stand for at most max(longest, the vocabulary's longest token) bytes: the bytes that
+//   always end up in some token (a byte without a byte token, say 0xFF in a vocabulary of
+//   UTF-8 text, may produce none) divided by that length. 0 where no such bound holds (a BPE
+//   merge whose result is not a token).
 // - TokenToPiece returns the raw bytes a token stands for (byte tokens -> that byte, U+2581 ->
 //   space for SPM, byte-level BPE unmapped back to bytes); control tokens -> "".
 // - StreamDecoder turns a token stream into text without ever emitting half a UTF-8 character.
@@ -16,6 +26,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -31,6 +42,9 @@ class Tokenizer {
   ~Tokenizer();
 
   std::vector<int32_t> Encode(std::string_view text, bool add_bos) const;
+  std::optional<std::vector<int32_t>> EncodeAtMost(std::string_view text, bool add_bos,
+                                                   size_t max_tokens) const;
+  size_t FewestTokens(std::string_view text, size_t longest = 0) const;
   std::string TokenToPiece(int32_t id) const;
   // Concatenated pieces (for tests and --json "text").
   std::string Decode(const std::vector<int32_t>& ids) const;

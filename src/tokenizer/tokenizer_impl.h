@@ -4,6 +4,7 @@
 // member function may run concurrently. `pieces[id]` is the precomputed TokenToPiece result.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -57,6 +58,10 @@ struct Tokenizer::Impl {
   bool add_bos = false;
   bool add_space_prefix = true;
   bool ignore_merges = false;  // Llama 3: whole-word vocabulary hits skip merging
+  // The most input bytes one emitted token can cover (0: no bound, see FewestTokens), and
+  // which bytes always end up in a token.
+  size_t max_token_bytes = 0;
+  std::array<bool, 256> byte_has_token{};
   std::unique_ptr<PreTokenizer> pre_tokenizer;  // BPE only
 
   int32_t Find(std::string_view text) const {
@@ -64,9 +69,10 @@ struct Tokenizer::Impl {
     return it == token_to_id.end() ? -1 : it->second;
   }
 
-  // Appends the ids of one raw-text fragment (no user-defined tokens inside).
+  // Appends the ids of one raw-text fragment (no user-defined tokens inside). EncodeBpe stops
+  // after the pre-tokenizer word that takes out->size() past `limit`.
   void EncodeSpm(std::string_view text, std::vector<int32_t>* out) const;
-  void EncodeBpe(std::string_view text, std::vector<int32_t>* out) const;
+  void EncodeBpe(std::string_view text, std::vector<int32_t>* out, size_t limit) const;
 };
 
 // '\xff' never occurs in UTF-8, so it cannot be confused with token text.

@@ -184,9 +184,30 @@ TEST(ApiRequest, BodiesThatAreNotJsonObjects) {
     EXPECT_TRUE(IsValidUtf8(e.message)) << e.message;
     EXPECT_EQ(e.message.find_first_of("\n\x7f"), std::string::npos) << e.message;
   }
-  // Deep nesting is parsed without recursion (no stack overflow) and then rejected.
-  ExpectError("{\"prompt\": " + std::string(100000, '[') + std::string(100000, ']') + "}", "prompt",
-              "one prompt per request");
+  // Nesting is bounded before parsing (the old parse of 100,000 levels was fine, but quoting
+  // the value in the message recursed once per level and overflowed the stack), in any field.
+  const auto nested = [](int depth) { return std::string(depth, '[') + std::string(depth, ']'); };
+  for (const char* field : {"prompt", "n", "stop", "user"}) {
+    SCOPED_TRACE(field);
+    const std::string key = std::string("{\"") + field + "\": ";
+    ExpectError(key + nested(100000) + "}", "", "more than 32 deep");
+    const ApiOr<CompletionRequest> fits =
+        ParseCompletionRequest(key + nested(31) + "}", ApiKind::kCompletion);
+    EXPECT_TRUE(fits.ok() || fits.error().message.find("deep") == std::string::npos)
+        << fits.error().message;
+  }
+  ExpectError(R"({"goose": {"budget": )" + nested(31) + "}}", "", "more than 32 deep (byte 51)");
+  // Brackets in strings, escaped quotes included, are not nesting.
+  EXPECT_EQ(Ok(R"({"prompt": ")" + std::string(100, '[') + R"(\"[[{{"})").prompt,
+            std::string(100, '[') + "\"[[{{");
+  // A bad value is quoted short whatever its size: an array by its type, a string cut.
+  std::string many = "[1";
+  for (int i = 0; i < 100000; ++i) many += ",1";
+  EXPECT_EQ(Err(R"({"prompt": "x", "n": )" + many + "]}").message,
+            "'n' must be 1: goose answers one choice per request (got an array)");
+  const ApiError long_value = Err(R"({"prompt": "x", "n": ")" + std::string(4 << 20, 'x') + "\"}");
+  EXPECT_LT(long_value.message.size(), 200u) << long_value.message;
+  EXPECT_NE(long_value.message.find("xxx..."), std::string::npos) << long_value.message;
 }
 
 TEST(ApiRequest, TokenizeAndDetokenize) {

@@ -1,99 +1,27 @@
 // `goose serve` as a process: flags, the port it prints, and SIGTERM/SIGINT ending it with exit
 // status 0 after it answered.
-#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <stdlib.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "raw_http.h"
 #include "server_test_util.h"
-
-extern char** environ;
 
 namespace goose::server {
 namespace {
 
 using nlohmann::json;
 
-// A running `goose serve`, its stderr read line by line.
-class ServeProcess {
- public:
-  explicit ServeProcess(std::vector<std::string> args) {
-    int fds[2];
-    if (pipe(fds) != 0) return;
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, fds[1], 2);
-    posix_spawn_file_actions_addclose(&fa, fds[0]);
-    std::vector<std::string> argv = {std::string(GOOSE_BINARY_DIR) + "/goose", "serve"};
-    argv.insert(argv.end(), args.begin(), args.end());
-    std::vector<char*> cargv;
-    for (std::string& a : argv) cargv.push_back(a.data());
-    cargv.push_back(nullptr);
-    if (posix_spawn(&pid_, cargv[0], &fa, nullptr, cargv.data(), environ) != 0) pid_ = -1;
-    posix_spawn_file_actions_destroy(&fa);
-    close(fds[1]);
-    err_ = fdopen(fds[0], "r");
-  }
-  ~ServeProcess() {
-    if (pid_ > 0 && !reaped_) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
-    if (err_) fclose(err_);
-  }
-  // The next stderr line ("" at end of file).
-  std::string Line() {
-    char buf[4096];
-    if (err_ == nullptr || fgets(buf, sizeof buf, err_) == nullptr) return "";
-    all_ += buf;
-    return buf;
-  }
-  // Reads lines until one contains `what`; false at end of output.
-  bool WaitFor(const std::string& what, std::string* line = nullptr) {
-    while (true) {
-      const std::string l = Line();
-      if (l.empty()) return false;
-      if (l.find(what) != std::string::npos) {
-        if (line) *line = l;
-        return true;
-      }
-    }
-  }
-  int Signal(int sig) { return kill(pid_, sig); }
-  // Exit status, or -1 if it did not exit normally.
-  int Wait() {
-    int st = 0;
-    waitpid(pid_, &st, 0);
-    reaped_ = true;
-    while (!Line().empty()) {
-    }
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  }
-  const std::string& output() const { return all_; }
-  pid_t pid() const { return pid_; }
-
- private:
-  pid_t pid_ = -1;
-  bool reaped_ = false;
-  FILE* err_ = nullptr;
-  std::string all_;
-};
-
-int PortFrom(const std::string& line) {
-  const size_t at = line.find("127.0.0.1:");
-  return at == std::string::npos ? -1 : std::atoi(line.c_str() + at + 10);
-}
+std::string GooseBinary() { return std::string(GOOSE_BINARY_DIR) + "/goose"; }
 
 // A graceful stop saves what the method learned to the table cache, as `goose generate` does.
 bool HasLearnedState(const std::string& dir) {
@@ -110,7 +38,8 @@ TEST(ServeCli, AnswersAndStopsOnSignalsWithExitZero) {
   setenv("XDG_CACHE_HOME", cache.c_str(), 1);  // the child's environment
   for (int sig : {SIGTERM, SIGINT}) {
     std::filesystem::remove_all(cache);
-    ServeProcess p({"-m", TinyModelPath(), "--port", "0", "--parallel", "2", "-t", "1"});
+    ServeProcess p(GooseBinary(),
+                   {"-m", TinyModelPath(), "--port", "0", "--parallel", "2", "-t", "1"});
     ASSERT_GT(p.pid(), 0);
     std::string line;
     ASSERT_TRUE(p.WaitFor("listening on", &line)) << p.output();
@@ -152,7 +81,7 @@ TEST(ServeCli, BadFlagsAreOneLineErrors) {
     if (std::find(args.begin(), args.end(), "-m") == args.end()) {
       args.insert(args.end(), {"-m", TinyModelPath()});
     }
-    ServeProcess p(args);
+    ServeProcess p(GooseBinary(), args);
     ASSERT_GT(p.pid(), 0);
     EXPECT_EQ(p.Wait(), 1) << p.output();
     EXPECT_NE(p.output().find(c.says), std::string::npos) << p.output();

@@ -65,5 +65,26 @@ TEST(SpecialTokens, AdjacentAndRepeatedControlTokens) {
             (std::vector<int32_t>{32007, 32007, 32010}));
 }
 
+// EncodeAtMost is Encode within its limit, nullopt past it, around control tokens too.
+TEST(SpecialTokens, EncodeAtMostIsEncodeWithinItsLimit) {
+  const SpecialTokens sp = SpecialTokens::FromGguf(*Vocab().gguf);
+  const Tokenizer& tok = *Vocab().tok;
+  for (const char* text : {"", "Hello world", "<|user|>\nHello<|end|>\n<|assistant|>\n",
+                           "<|end|><|end|><|user|>", "a<|end|>"}) {
+    const std::vector<int32_t> ids = sp.Encode(tok, text, true);
+    for (size_t limit = 0; limit <= ids.size() + 1; ++limit) {
+      const std::optional<std::vector<int32_t>> got = sp.EncodeAtMost(tok, text, true, limit);
+      if (ids.size() <= limit) {
+        ASSERT_TRUE(got) << text << " limit " << limit;
+        EXPECT_EQ(*got, ids) << text;
+      } else {
+        EXPECT_FALSE(got) << text << " limit " << limit;
+      }
+    }
+  }
+  // A text too long for any way of encoding it is refused before it is searched or encoded.
+  EXPECT_FALSE(sp.EncodeAtMost(tok, std::string(1 << 20, 'a'), true, 100));
+}
+
 }  // namespace
 }  // namespace goose::server

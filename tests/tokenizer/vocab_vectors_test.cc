@@ -1,6 +1,8 @@
 // Tokenizes llama.cpp's test inputs with every vocab in shared/vocab that has a GGUF and checks
 // the ids against Hugging Face's (the .out files), then checks decoding round-trips.
+#include <algorithm>
 #include <chrono>
+#include <functional>
 #include <map>
 
 #include <gtest/gtest.h>
@@ -99,6 +101,45 @@ TEST_P(VocabVectorsTest, DecodeRoundTrips) {
     if (spm && !want.empty()) want = " " + want;
     EXPECT_EQ(tok_->Decode(c.ids), want) << GetParam().name << ": \"" << Escape(c.text) << "\"";
     EXPECT_EQ(tok_->Decode(tok_->Encode(c.text, false)), want);
+  }
+}
+
+// EncodeAtMost(text, limit) is Encode(text) when that has at most `limit` ids, else nullopt; the
+// bound it refuses long texts by (FewestTokens) holds, and every shared vocabulary has one.
+// Each input alone, with and without BOS, and all of them as one text.
+TEST_P(VocabVectorsTest, EncodeAtMostIsEncodeWithinItsLimit) {
+  std::vector<std::string> texts;
+  std::string all;
+  for (const auto& c : *cases_) {
+    texts.push_back(c.text);
+    all += c.text + " ";
+  }
+  texts.push_back(all);
+  // The vocabulary's longest pieces, each alone: where the bound is tightest (one token that
+  // stands for max_token_bytes bytes).
+  std::vector<std::pair<size_t, int32_t>> longest;
+  for (int32_t id = 0; id < tok_->n_vocab(); ++id) {
+    longest.push_back({tok_->TokenToPiece(id).size(), id});
+  }
+  std::partial_sort(longest.begin(), longest.begin() + 8, longest.end(), std::greater<>());
+  for (int i = 0; i < 8; ++i) texts.push_back(tok_->TokenToPiece(longest[i].second));
+  EXPECT_GT(tok_->FewestTokens(all), 0u);
+  for (const std::string& text : texts) {
+    for (bool bos : {false, true}) {
+      const std::vector<int32_t> ids = tok_->Encode(text, bos);
+      EXPECT_LE(tok_->FewestTokens(text) + (bos && tok_->add_bos() ? 1 : 0), ids.size())
+          << Escape(text);
+      for (size_t limit : {size_t{0}, ids.size() / 2, ids.size() - std::min<size_t>(ids.size(), 1),
+                           ids.size(), ids.size() + 1}) {
+        const std::optional<std::vector<int32_t>> got = tok_->EncodeAtMost(text, bos, limit);
+        if (ids.size() <= limit) {
+          ASSERT_TRUE(got) << Escape(text) << " limit " << limit;
+          EXPECT_EQ(*got, ids) << Escape(text);
+        } else {
+          EXPECT_FALSE(got) << Escape(text) << " limit " << limit;
+        }
+      }
+    }
   }
 }
 
