@@ -62,6 +62,7 @@ CyclePlan BudgetPolicy::Plan(SequenceBudget& seq, const SpecStats& stats,
   if (r.own_sizes) {
     plan.budget = seq.chooser->max_budget();
     plan.cost = &seq.chooser->samples();
+    if (!learn_costs_) plan.rate = seq.curve_rate_.TokensPerSecond();
     if (++seq.own_cycles % kExploreEvery == 0) {
       const bool up = seq.own_cycles / kExploreEvery % 2 == 1;
       seq.explore = ObservedCosts::ExploreCurve(seq.chooser->samples(), seq.last_size, up);
@@ -79,6 +80,11 @@ CyclePlan BudgetPolicy::Plan(SequenceBudget& seq, const SpecStats& stats,
 void BudgetPolicy::Record(SequenceBudget& seq, const CyclePlan& plan, const CycleOutcome& outcome,
                           BudgetHistory* history) {
   const BudgetRequest& r = seq.request_;
+  if (r.own_sizes && !learn_costs_) {
+    const std::vector<double>& c = seq.chooser->cost();
+    seq.curve_rate_.Add(c[std::clamp(outcome.tree_nodes, 1, static_cast<int>(c.size()) - 1)],
+                        outcome.committed);
+  }
   if (r.auto_budget && !r.own_sizes) {
     seq.chooser->Observe(plan.budget, outcome.tree_nodes, outcome.committed, history);
   }

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "budget/budget_chooser.h"
+#include "budget/cycle_rate.h"
 #include "budget/budget_history.h"
 #include "budget/idle_drafter.h"
 #include "budget/observed_costs.h"
@@ -51,6 +52,9 @@ struct CyclePlan {
   int budget = 1;     // node budget incl. the root
   const std::vector<CostSample>* cost = nullptr;  // own-sized trees: the sizes and their costs
   bool exploring = false;  // `cost` is an exploration curve
+  // With `cost` on a curve that is not this machine's (no LearnPassCosts): the request's tokens
+  // per second in the curve's time (CycleInput::rate); 0 otherwise or before its first cycle.
+  double rate = 0;
 };
 
 struct CycleOutcome {
@@ -85,6 +89,7 @@ class SequenceBudget {
   size_t cost_cycles = 0;           // observed cycles at the last curve refresh
   std::chrono::steady_clock::time_point cost_time;
   std::vector<int64_t> chosen_;
+  CycleRate curve_rate_;  // own-sized trees on a foreign curve: committed per curve second
   void Count(int budget) {
     if (chosen_.size() <= static_cast<size_t>(budget)) chosen_.resize(budget + 1, 0);
     ++chosen_[budget];

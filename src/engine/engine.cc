@@ -137,7 +137,7 @@ StatusOr<GenerateResult> Engine::Generate(std::span<const int32_t> prompt,
                                           const GenerateParams& params,
                                           const TokenCallback& on_tokens) {
   GOOSE_ASSIGN_OR_RETURN(std::unique_ptr<Sequence> seq, Start(prompt, params, on_tokens));
-  Scheduler scheduler(*policy_, nullptr, env_.pool_mu);
+  Scheduler scheduler(*policy_);
   if (!seq->done()) scheduler.Add(seq.get());
   while (!scheduler.idle()) GOOSE_RETURN_IF_ERROR(scheduler.Step());
   GenerateResult result = seq->TakeResult();

@@ -97,13 +97,6 @@ class Engine {
   // in saved tables so a table never loads into another model's engine.
   uint64_t model_fingerprint() const { return env_.target_fingerprint; }
 
-  // Engines that share one ThreadPool (server slots) take turns on it: ThreadPool::Run is not
-  // reentrant, so when set, the engine holds *mu around every Context forward pass (prefill
-  // passes and tree passes) and its draft-model drafters around every draft pass, and only then;
-  // the rest of drafting and verification run outside it. Null (the default): no lock. Set
-  // before Generate; `mu` must outlive the engine's calls.
-  void set_pool_mutex(std::mutex* mu) { env_.pool_mu = mu; }
-
  private:
   const Model& model_;
   std::unique_ptr<Context> ctx_;

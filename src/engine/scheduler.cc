@@ -49,7 +49,6 @@ void Scheduler::SplitTrees() {
 }
 
 StatusOr<double> Scheduler::Score() {
-  std::unique_lock<std::mutex> turn = PoolTurn(pool_mu_);
   const auto t = std::chrono::steady_clock::now();
   if (batch_ != nullptr) {
     rows_.clear();

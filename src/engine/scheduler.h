@@ -13,8 +13,7 @@
 // one sequence this is the decoding loop of docs/methods.md §7, its trees uncut.
 // Not thread-safe: one thread steps a scheduler. `batch`: the multi-sequence pass (model.h
 // BatchPass) of the model all sequences run on; null: each sequence's Context::Forward in turn
-// (one sequence: the same code and bits). `pool_mu`: schedulers that share a ThreadPool take
-// turns on it around every forward pass (and only there); null: no lock.
+// (one sequence: the same code and bits).
 #pragma once
 
 #include <cstdint>
@@ -41,9 +40,8 @@ class Scheduler {
  public:
   static constexpr int kPrefillRowsBesideDecode = 128;
 
-  explicit Scheduler(BudgetPolicy& policy, BatchPass* batch = nullptr,
-                     std::mutex* pool_mu = nullptr)
-      : policy_(policy), batch_(batch), pool_mu_(pool_mu) {}
+  explicit Scheduler(BudgetPolicy& policy, BatchPass* batch = nullptr)
+      : policy_(policy), batch_(batch) {}
 
   // `seq` (not done) takes part in the next Step() and every one after until it is done; it
   // must outlive its time here.
@@ -68,7 +66,6 @@ class Scheduler {
 
   BudgetPolicy& policy_;
   BatchPass* batch_;
-  std::mutex* pool_mu_;
   std::vector<SequenceRows> rows_;  // the pass's rows, by sequence
   std::vector<Sequence*> active_;
   CycleRate rate_;  // tokens per second of the passes (the split's Dinkelbach rate)

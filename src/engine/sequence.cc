@@ -144,6 +144,7 @@ void Sequence::ProposeTree(BudgetPolicy& policy) {
     plan_ = policy.Plan(budget_, learned_.stats, learned_.budgets);
     in_.budget = plan_.budget;
     in_.cost = plan_.cost;
+    in_.rate = plan_.rate;
     if (plan_.draft) {
       proposal_ = drafter_->Propose(in_);
     } else {

@@ -77,6 +77,7 @@ void ServingLoop::AdmitLocked(std::vector<std::pair<ServingRequest, Status>>* re
       continue;
     }
     slot.seq = std::move(seq).value();
+    if (r.on_start) r.on_start(static_cast<int>(&slot - slots_.data()));
     slot.request = std::move(r);
     ++busy_;
     if (!slot.seq->done()) scheduler_.Add(slot.seq.get());

@@ -14,7 +14,7 @@ constexpr float kPMin = 0.75f;
 class DraftChainDrafter : public Drafter {
  public:
   explicit DraftChainDrafter(const DrafterEnv& env)
-      : runner_(*env.draft_ctx, env.pool_mu, env.draft_shortlist) {}
+      : runner_(*env.draft_ctx, env.draft_shortlist) {}
   void Begin(std::span<const int32_t> prompt) override {
     runner_.Begin(prompt);
     open_ = false;

@@ -102,19 +102,7 @@ double NowSeconds() {
       .count();
 }
 
-namespace {
-
-// A draft pass, holding the shared pool's turn if there is one.
-template <typename F>
-Status Turn(std::mutex* mu, F&& pass) {
-  const std::unique_lock<std::mutex> turn = PoolTurn(mu);
-  return pass();
-}
-
-}  // namespace
-
-DraftRunner::DraftRunner(Context& ctx, std::mutex* pool_turn, int shortlist)
-    : ctx_(ctx), pool_turn_(pool_turn) {
+DraftRunner::DraftRunner(Context& ctx, int shortlist) : ctx_(ctx) {
   const int n_vocab = ctx.model().config().n_vocab;
   if (shortlist == kDefaultShortlist) {
     shortlist = n_vocab >= kShortlistMinVocab ? n_vocab / 4 : 0;
@@ -186,7 +174,7 @@ void DraftRunner::ObservePrefill(std::span<const int32_t> prompt, int i0, int i1
   const double t0 = NowSeconds();
   for (int b = i0; b < i1; b += kCatchUpChunk) {
     const int e = std::min(i1, b + kCatchUpChunk);
-    if (!Turn(pool_turn_, [&] { return ctx_.ForwardChain(prompt.subspan(b, e - b)); }).ok()) {
+    if (!ctx_.ForwardChain(prompt.subspan(b, e - b)).ok()) {
       break;
     }
     ctx_.KeepAll();
@@ -216,9 +204,7 @@ bool DraftRunner::BeginCycle(DraftWork* work, std::span<const int32_t> extra,
   int from = ctx_.n_past();
   bool ok = true;
   while (ok && n_seq - from > kCatchUpChunk) {
-    ok = Turn(pool_turn_, [&] {
-           return ctx_.ForwardChain(std::span<const int32_t>(seq_.data() + from, kCatchUpChunk));
-         }).ok();
+    ok = ctx_.ForwardChain(std::span<const int32_t>(seq_.data() + from, kCatchUpChunk)).ok();
     if (ok) {
       ctx_.KeepAll();
       from += kCatchUpChunk;
@@ -238,7 +224,7 @@ bool DraftRunner::BeginCycle(DraftWork* work, std::span<const int32_t> extra,
     tokens.push_back(extra[i]);
     parents.push_back(extra_parents[i] < 0 ? chain - 1 : chain + extra_parents[i]);
   }
-  ok = ok && Turn(pool_turn_, [&] { return ctx_.Forward(tokens, parents); }).ok();
+  ok = ok && ctx_.Forward(tokens, parents).ok();
   work->seconds += NowSeconds() - t0;
   if (!ok) {
     ctx_.Truncate(ctx_.n_past());
@@ -262,7 +248,7 @@ int DraftRunner::Score(std::span<const int32_t> tokens, std::span<const int32_t>
   const int n = static_cast<int>(tokens.size());
   if (n_chain_ == 0 || n == 0 || n > room()) return -1;
   const double t0 = NowSeconds();
-  const Status st = Turn(pool_turn_, [&] { return ctx_.ForwardExtend(tokens, parent_pids); });
+  const Status st = ctx_.ForwardExtend(tokens, parent_pids);
   work->seconds += NowSeconds() - t0;
   if (!st.ok()) return -1;  // pending nodes of earlier passes stay as they were
   ++work->passes;

@@ -63,11 +63,9 @@ class DraftRunner {
  public:
   static constexpr int kShortlistMinVocab = 4096;
   static constexpr int kDefaultShortlist = -1;
-  // pool_turn: held around every draft pass when the pool is shared (DrafterEnv::pool_mu).
   // shortlist: tokens the logits cover (rounded up to a multiple of 16; 0 or >= the vocabulary:
   // all of it; kDefaultShortlist: see the contract).
-  explicit DraftRunner(Context& ctx, std::mutex* pool_turn = nullptr,
-                       int shortlist = kDefaultShortlist);
+  explicit DraftRunner(Context& ctx, int shortlist = kDefaultShortlist);
 
   // The request's prompt, before its prefill; ObservePrefill scores prompt[i0, i1) into the
   // draft cache as the target's prefill does (errors leave the rest to the first catch-up).
@@ -110,7 +108,6 @@ class DraftRunner {
  private:
   void ListSeen();  // seq's tokens since the last call into the shortlist
   Context& ctx_;
-  std::mutex* pool_turn_;
   std::vector<int32_t> seq_;
   int shortlist_ = 0;
   std::vector<int32_t> column_of_;  // [n_vocab]: a token's logit column, -1: none

@@ -11,7 +11,7 @@ class DraftTreeDrafter : public Drafter {
  public:
   DraftTreeDrafter(GrowMode mode, const DrafterEnv& env, DraftLearned& learned)
       : grower_(mode, GrowParams{.shortlist = env.draft_shortlist}, *env.draft_ctx, learned,
-                nullptr, env.pool_mu) {}
+                nullptr) {}
   void Begin(std::span<const int32_t> prompt) override { grower_.Begin(prompt); }
   void ObservePrefill(std::span<const int32_t> prompt, int i0, int i1,
                       const Context&) override {

@@ -117,7 +117,7 @@ class GooseTunedDrafter : public GooseDrafterBase {
       if (in.cost != nullptr && !in.cost->empty()) {
         node_scale_ = learned_.calibration.NodeScale(in.cost->back().nodes);
         bf.node_scale = node_scale_;
-        bf.rate = learned_.rate.TokensPerSecond();
+        bf.rate = in.rate > 0 ? in.rate : learned_.rate.TokensPerSecond();
       }
       p.tree = BuildBestFirstTree(in.anchor, in.anchor_prev, spine.tokens,
                                   learned_.acceptance.model(), table_, bf, &values_);

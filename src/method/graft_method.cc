@@ -16,7 +16,7 @@ class GraftDrafter : public TableDrafter {
   GraftDrafter(GrowMode mode, const DrafterEnv& env, DraftLearned& learned, bool keep)
       : TableDrafter(*learned.table, keep, /*harvest_whole_prompt=*/true),
         grower_(mode, GrowParams{.shortlist = env.draft_shortlist}, *env.draft_ctx, learned,
-                learned.table.get(), env.pool_mu) {}
+                learned.table.get()) {}
   void Begin(std::span<const int32_t> prompt) override {
     TableDrafter::Begin(prompt);
     grower_.Begin(prompt);

@@ -57,10 +57,10 @@ constexpr int kFreshMatchClass = 2;
 }  // namespace
 
 TreeGrower::TreeGrower(GrowMode mode, const GrowParams& params, Context& draft_ctx,
-                       DraftLearned& learned, const TransitionTable* table, std::mutex* pool_turn)
+                       DraftLearned& learned, const TransitionTable* table)
     : mode_(mode),
       params_(params),
-      runner_(draft_ctx, pool_turn, params.shortlist),
+      runner_(draft_ctx, params.shortlist),
       learned_(learned),
       table_(table) {}
 
@@ -247,11 +247,14 @@ std::vector<int> TreeGrower::Select(int budget, Pick pick, int32_t anchor_prev,
   // --budget auto: the selection ends where the cut cannot fall further on (tree/size_cut.h);
   // the whole budget (128) took thousands of retrieved pool nodes a cycle where trees take 4-12,
   // 0.5 ms of graft's ~21 ms cycles on the 0.44B-cost pair.
-  const double rate = learned_.timing.TokensPerSecond();
   const std::vector<double> scale = learned_.calibration.NodeScale(budget);
   std::optional<SizeCut> size_cut;
-  if (cut_cost_ != nullptr && fixed == nullptr && rate > 0) size_cut.emplace(*cut_cost_, scale, rate);
-  auto may_grow = [&] { return !size_cut || size_cut->MayGrow(heap.empty() ? 0.0 : heap.top().value); };
+  if (cut_cost_ != nullptr && fixed == nullptr && cut_rate_ > 0) {
+    size_cut.emplace(*cut_cost_, scale, cut_rate_);
+  }
+  auto may_grow = [&] {
+    return !size_cut || size_cut->MayGrow(heap.empty() ? 0.0 : heap.top().value);
+  };
   if (!may_grow()) {
     if (cut) *cut = true;
     return sel;
@@ -347,7 +350,7 @@ void TreeGrower::GrowPruned(const CycleInput& in, Pick pick, DraftWork* work) {
 size_t TreeGrower::CostSize(const std::vector<int>& sel, const std::vector<CostSample>& cost,
                             double draft_seconds) const {
   const std::vector<double> scale = learned_.calibration.NodeScale(static_cast<int>(sel.size()));
-  SizeCut size_cut(cost, scale, learned_.timing.TokensPerSecond(), draft_seconds);
+  SizeCut size_cut(cost, scale, cut_rate_, draft_seconds);
   for (size_t k = 1; k < sel.size(); ++k) size_cut.Add(value_[sel[k]]);
   return size_cut.best_size();
 }
@@ -378,6 +381,7 @@ Proposal TreeGrower::Propose(const CycleInput& in) {
   cut_cost_ = in.cost != nullptr && (mode_ == GrowMode::kPrune || mode_ == GrowMode::kGraft)
                   ? in.cost
                   : nullptr;
+  cut_rate_ = in.rate > 0 ? in.rate : learned_.timing.TokensPerSecond();
   pool_.clear();
   matches_.clear();
   match_class_.clear();

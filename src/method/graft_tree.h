@@ -85,9 +85,9 @@ struct DraftLearned : Learned {
 
 class TreeGrower {
  public:
-  // `table` may be null (no retrieval then: the non-graft modes); pool_turn: DraftRunner's.
+  // `table` may be null (no retrieval then: the non-graft modes).
   TreeGrower(GrowMode mode, const GrowParams& params, Context& draft_ctx, DraftLearned& learned,
-             const TransitionTable* table, std::mutex* pool_turn = nullptr);
+             const TransitionTable* table);
 
   void Begin(std::span<const int32_t> prompt);
   void ObservePrefill(std::span<const int32_t> prompt, int i0, int i1);
@@ -155,6 +155,8 @@ class TreeGrower {
   std::vector<int> match_class_;
   int fresh_matches_ = 0;
   const std::vector<CostSample>* cut_cost_ = nullptr;  // this cycle's curve (kPrune, kGraft)
+  double cut_rate_ = 0;  // the cut's rate: CycleInput::rate, else the timed cycles'
+  
   // The open cycle: tree node -> pool node, and when Propose began.
   std::vector<int> tree_pool_;
   bool cycle_open_ = false;

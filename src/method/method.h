@@ -71,9 +71,6 @@ struct DrafterEnv {
   const Model* draft = nullptr;
   uint64_t draft_fingerprint = 0;  // ModelFingerprint(*draft)
   Context* draft_ctx = nullptr;
-  // Engines that share `pool` (server slots) take turns on it under this mutex for every forward
-  // pass, the draft model's too (Engine::set_pool_mutex); null: no lock.
-  std::mutex* pool_mu = nullptr;
   // The draft's vocabulary shortlist (DraftRunner, method/draft_model.h); -1: its default.
   int draft_shortlist = -1;
 };
@@ -105,6 +102,11 @@ struct CycleInput {
   // verify costs (sizes a tree may take, smallest first, cost non-decreasing), to choose the
   // size that maximises expected tokens per second; budget is then the largest one. Else null.
   const std::vector<CostSample>* cost = nullptr;
+  // With `cost`: the run's tokens per second in the curve's time, when the curve is not this
+  // machine's (`goose bench --budgets auto-cm`, a given curve), for the cut's Dinkelbach rate:
+  // a rate timed on this machine would price another machine's seconds. 0: the drafter's own
+  // (its cycles' wall time, which here is the curve's time too).
+  double rate = 0;
 };
 
 struct Proposal {

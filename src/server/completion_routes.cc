@@ -193,24 +193,18 @@ void Server::Impl::HandleCompletion(HttpExchange& ex, ApiKind kind) {
   const bool chat = kind == ApiKind::kChat;
 
   auto channel = std::make_shared<GenerationChannel>();
-  const SlotPool::Admit admit = loaded.slots->Submit([this, prep, channel](int slot) {
-    GenerationJob job = prep->job;
-    if (opts.on_cycle) {
-      job.params.on_cycle = [hook = opts.on_cycle, slot](const Proposal&, const AcceptResult&) {
-        hook(slot);
-      };
-    }
-    RunGeneration(*loaded.engines[slot], job, *channel, cancel_all, slot);
-    const GenerationOutcome& o = channel->outcome();
+  auto on_finished = [this](const GenerationOutcome& o) {
     if (o.cancelled) {
       metrics.CountCancelled();
     } else if (o.status.ok()) {
       metrics.CountGeneration(o.n_prompt, o.n_generated, o.result.stats,
                               o.result.prefill_seconds + o.result.decode_seconds);
     }
-  });
-  if (admit != SlotPool::Admit::kQueued) {
-    const bool full = admit == SlotPool::Admit::kQueueFull;
+  };
+  const ServingLoop::Admit admit = loaded.loop->Submit(ServingRequestFor(
+      prep->job, channel, loaded.model->tokenizer(), cancel_all, opts.on_cycle, on_finished));
+  if (admit != ServingLoop::Admit::kQueued) {
+    const bool full = admit == ServingLoop::Admit::kQueueFull;
     metrics.CountRejected(full ? "queue_full" : "shutting_down");
     ApiError e;
     e.status = 503;
@@ -223,7 +217,7 @@ void Server::Impl::HandleCompletion(HttpExchange& ex, ApiKind kind) {
     if (full) res.headers.push_back({"Retry-After", "1"});
     return SendError(ex, e, res);
   }
-  // The client leaving, streamed or not, stops the slot at its next cycle.
+  // The client leaving, streamed or not, ends its request before the next pass.
   ex.OnClientGone([channel] { channel->Cancel(); });
 
   ResponseIds ids;

@@ -1,9 +1,7 @@
 #include "server/generation.h"
 
 #include <algorithm>
-#include <exception>
 #include <functional>
-#include <new>
 
 #include "server/text_stream.h"
 
@@ -56,70 +54,79 @@ const GenerationOutcome& GenerationChannel::outcome() const {
 
 namespace {
 
-// The generation proper; throws only what the engine or an allocation throws.
-void Generate(Engine& engine, const GenerationJob& job, GenerationChannel& channel,
-              const std::function<bool()>& cancelled, GenerationOutcome* out) {
-  const Tokenizer& tok = engine.model().tokenizer();
-  TextStream text(tok, job.stop);
-  int n_counted = 0;
-  auto on_tokens = [&](std::span<const int32_t> tokens) {
-    std::string piece;
-    for (int32_t t : tokens) {
-      ++n_counted;
-      piece += text.Push(t);
-      if (text.stopped()) break;
-    }
-    channel.Append(piece);
-    return !text.stopped() && !cancelled();
-  };
-  const SpecParams& spec = job.params.spec;
-  const std::vector<int64_t> chosen_before =
-      spec.auto_budget ? engine.ChosenBudgets(spec) : std::vector<int64_t>{};
-  StatusOr<GenerateResult> r = engine.Generate(job.prompt, job.params, on_tokens);
-  if (!r.ok()) {
-    out->status = r.status();
-    return;
+// What one request's callbacks share: its text so far and what the outcome needs.
+struct RequestText {
+  RequestText(const Tokenizer& tok, const GenerationJob& job) : tok(tok), text(tok, job.stop) {}
+  const Tokenizer& tok;
+  TextStream text;
+  int n_counted = 0;  // tokens up to the one that completed a stop string
+  std::atomic<int> slot{-1};
+};
+
+bool EndsOnStopToken(const Tokenizer& tok, const GenerateParams& p,
+                     const std::vector<int32_t>& toks) {
+  return !toks.empty() && !p.ignore_eos &&
+         (tok.IsEog(toks.back()) ||
+          std::find(p.stop_tokens.begin(), p.stop_tokens.end(), toks.back()) !=
+              p.stop_tokens.end());
+}
+
+GenerationOutcome Outcome(RequestText& rt, const GenerationJob& job, int slot,
+                          StatusOr<GenerateResult> result, bool cancelled) {
+  GenerationOutcome out;
+  out.slot = slot;
+  out.n_prompt = static_cast<int>(job.prompt.size());
+  if (!result.ok()) {
+    out.status = result.status();
+    return out;
   }
-  out->result = std::move(r).value();
-  if (spec.auto_budget) {  // the engine counts per variant since its start: this request's part
-    out->budgets_chosen = engine.ChosenBudgets(spec);
-    for (size_t b = 0; b < chosen_before.size() && b < out->budgets_chosen.size(); ++b) {
-      out->budgets_chosen[b] -= chosen_before[b];
-    }
-  }
-  channel.Append(text.Finish());
-  out->n_generated = n_counted;
+  out.result = std::move(result).value();
+  out.budgets_chosen = out.result.budgets_chosen;
+  out.n_generated = rt.n_counted;
   const GenerateParams& p = job.params;
-  const std::vector<int32_t>& toks = out->result.tokens;
-  const bool stop_token =
-      !toks.empty() && !p.ignore_eos &&
-      (tok.IsEog(toks.back()) ||
-       std::find(p.stop_tokens.begin(), p.stop_tokens.end(), toks.back()) != p.stop_tokens.end());
-  out->cancelled = !text.stopped() && !stop_token && cancelled() && n_counted < p.n_predict &&
-                   !out->result.hit_context_limit;
-  out->finish_reason = text.stopped() || stop_token ? "stop" : "length";
+  const bool stop_token = EndsOnStopToken(rt.tok, p, out.result.tokens);
+  out.cancelled = !rt.text.stopped() && !stop_token && cancelled && rt.n_counted < p.n_predict &&
+                  !out.result.hit_context_limit;
+  out.finish_reason = rt.text.stopped() || stop_token ? "stop" : "length";
+  return out;
 }
 
 }  // namespace
 
-void RunGeneration(Engine& engine, const GenerationJob& job, GenerationChannel& channel,
-                   const std::atomic<bool>& cancel_all, int slot) {
-  GenerationOutcome out;
-  out.slot = slot;
-  out.n_prompt = static_cast<int>(job.prompt.size());
-  const std::function<bool()> cancelled = [&] { return channel.cancelled() || cancel_all.load(); };
-  if (cancelled()) {  // the client left (or the server began stopping) while the job was queued
-    out.cancelled = true;
-  } else {
-    try {
-      Generate(engine, job, channel, cancelled, &out);
-    } catch (const std::bad_alloc&) {
-      out.status = Status::Error("out of memory while generating");
-    } catch (const std::exception& e) {
-      out.status = Status::Error(std::string("generation failed: ") + e.what());
-    }
+ServingRequest ServingRequestFor(const GenerationJob& job, std::shared_ptr<GenerationChannel> channel,
+                                 const Tokenizer& tok, const std::atomic<bool>& cancel_all,
+                                 std::function<void(int slot)> on_cycle,
+                                 std::function<void(const GenerationOutcome&)> on_finished) {
+  auto rt = std::make_shared<RequestText>(tok, job);
+  ServingRequest r;
+  r.prompt = job.prompt;
+  r.params = job.params;
+  if (on_cycle) {
+    r.params.on_cycle = [rt, on_cycle](const Proposal&, const AcceptResult&) {
+      on_cycle(rt->slot.load());
+    };
   }
-  channel.Finish(std::move(out));
+  r.on_start = [rt](int slot) { rt->slot.store(slot); };
+  auto cancelled = [channel, &cancel_all] { return channel->cancelled() || cancel_all.load(); };
+  r.cancelled = cancelled;
+  r.on_tokens = [rt, channel, cancelled](std::span<const int32_t> tokens) {
+    std::string piece;
+    for (int32_t t : tokens) {
+      ++rt->n_counted;
+      piece += rt->text.Push(t);
+      if (rt->text.stopped()) break;
+    }
+    channel->Append(piece);
+    return !rt->text.stopped() && !cancelled();
+  };
+  r.on_done = [rt, channel, job, on_finished](int slot, StatusOr<GenerateResult> result,
+                                              bool was_cancelled) {
+    if (result.ok()) channel->Append(rt->text.Finish());
+    GenerationOutcome out = Outcome(*rt, job, slot, std::move(result), was_cancelled);
+    if (on_finished) on_finished(out);
+    channel->Finish(std::move(out));
+  };
+  return r;
 }
 
 }  // namespace goose::server

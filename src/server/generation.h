@@ -1,13 +1,14 @@
-// One generation request on a slot: the engine runs, the text goes through TextStream (stop
-// strings, UTF-8), and a GenerationChannel carries it to the HTTP thread that answers.
+// One generation request in the serving loop (engine/serving_loop.h): its tokens go through
+// TextStream (stop strings, UTF-8), and a GenerationChannel carries the text to the HTTP thread
+// that answers.
 //
 // Contract
-// - GenerationChannel is shared by the producer (the slot thread running RunGeneration) and the
-//   consumer (the HTTP thread): Append/Finish from the producer, Take/WaitFor from the consumer,
-//   Cancel() from the consumer when its client went away. All thread-safe.
-// - RunGeneration never throws and always ends with Finish(): a cancelled request (the channel's
-//   or the server-wide flag) stops at the next committed cycle (Engine's TokenCallback returns
-//   false) and reports cancelled; an engine error reports its Status.
+// - GenerationChannel is shared by the producer (the serving loop's thread, through the
+//   ServingRequest that ServingRequestFor makes) and the consumer (the HTTP thread):
+//   Append/Finish from the producer, Take/WaitFor from the consumer, Cancel() from the consumer
+//   when its client went away. All thread-safe.
+// - The request always ends with Finish(): a cancelled request (the channel's or the server-wide
+//   flag) stops before the next pass and reports cancelled; an error reports its Status.
 // - n_generated counts the tokens up to the one that completed a stop string (not the rest of
 //   that speculative cycle), so usage does not depend on how many tokens a cycle accepted.
 // - finish_reason: "stop" (a stop string, an end-of-generation token or a stop token), else
@@ -18,11 +19,14 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
 #include "engine/engine.h"
+#include "engine/serving_loop.h"
 #include "tokenizer/tokenizer.h"
 #include "util/status.h"
 
@@ -71,8 +75,12 @@ class GenerationChannel {
   std::atomic<bool> cancelled_{false};
 };
 
-// Runs `job` on `engine` (the slot's), feeding `channel`. `cancel_all` is the server-wide stop.
-void RunGeneration(Engine& engine, const GenerationJob& job, GenerationChannel& channel,
-                   const std::atomic<bool>& cancel_all, int slot);
-
+// The serving loop's request for `job`, feeding `channel`. `cancel_all` is the server-wide stop;
+// `on_cycle` (null: none) runs after every verified cycle with the request's slot; `on_finished`
+// (null: none) gets the outcome just before the channel does. The referenced objects outlive
+// the request.
+ServingRequest ServingRequestFor(const GenerationJob& job, std::shared_ptr<GenerationChannel> channel,
+                                 const Tokenizer& tok, const std::atomic<bool>& cancel_all,
+                                 std::function<void(int slot)> on_cycle,
+                                 std::function<void(const GenerationOutcome&)> on_finished);
 }  // namespace goose::server

@@ -14,6 +14,25 @@ void Family(std::string* out, const char* name, const char* type, const char* he
   *out += StrFormat("# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
+
+// What the serving loop's shared forward passes held.
+void RenderPasses(const PassCounters& p, std::string* out) {
+  const std::pair<const char*, int64_t> rows[] = {
+      {"passes", p.passes},          {"pass_rows", p.rows},
+      {"pass_sequences", p.sequences}, {"pass_prefill_rows", p.prefill_rows},
+      {"pass_cut_nodes", p.cut_nodes}};
+  const char* help[] = {"Forward passes of the serving loop.",
+                        "Rows those passes scored (all requests).",
+                        "Requests those passes served (mean per pass: this / passes).",
+                        "Of the rows, prompt rows (prefill chunks).",
+                        "Tree nodes proposed but left out by the pass's budget split."};
+  for (size_t i = 0; i < std::size(rows); ++i) {
+    const std::string name = std::string("goose_") + rows[i].first + "_total";
+    Family(out, name.c_str(), "counter", help[i]);
+    *out += StrFormat("%s %lld\n", name.c_str(), static_cast<long long>(rows[i].second));
+  }
+}
+
 }  // namespace
 
 void Metrics::CountResponse(const std::string& endpoint, int status) {
@@ -110,6 +129,7 @@ std::string Metrics::Render(const GaugeValues& g) const {
   out += StrFormat("goose_slots_busy %d\n", g.slots_busy);
   Family(&out, "goose_slots_total", "gauge", "Slots (--parallel).");
   out += StrFormat("goose_slots_total %d\n", g.slots_total);
+  RenderPasses(g.passes, &out);
   return out;
 }
 

@@ -10,7 +10,10 @@
 //   generated_tokens_total, forward_passes_total, mean_accepted_tokens (generated / passes over
 //   all generations), drafted_tokens_total / accepted_tokens_total / acceptance_ratio by source
 //   (spine, branch, chain), generation_seconds_total, requests_cancelled_total,
-//   requests_rejected_total{reason}, queue_length, slots_busy, slots_total.
+//   requests_rejected_total{reason}, queue_length, slots_busy, slots_total, and what the shared
+//   passes held: passes_total, pass_rows_total, pass_sequences_total, pass_prefill_rows_total
+//   and pass_cut_nodes_total (tree nodes the budget split left out); rows / passes is the mean
+//   rows per pass, sequences / passes the mean requests per pass.
 // - Thread-safe (one mutex; every call is a few additions).
 #pragma once
 
@@ -20,6 +23,7 @@
 #include <string>
 #include <utility>
 
+#include "engine/scheduler.h"
 #include "verify/spec_stats.h"
 
 namespace goose::server {
@@ -28,6 +32,7 @@ struct GaugeValues {
   int queue_length = 0;
   int slots_busy = 0;
   int slots_total = 0;
+  PassCounters passes;  // the serving loop's (engine/scheduler.h)
 };
 
 class Metrics {

@@ -227,14 +227,10 @@ void Server::Impl::Load() {
   LoadChatTemplate();
   l.n_ctx = ss.n_ctx();
   l.cost = ss.cost_curve();
-  for (int i = 0; i < opts.n_parallel; ++i) {
-    l.engines.push_back(&ss.NewEngine());
-    l.engines.back()->set_pool_mutex(&l.pool_mu);
-  }
+  l.loop = std::make_unique<ServingLoop>(ss, opts.n_parallel, opts.max_queue);
   // The default variant loads now, so that a corrupt cache is reported at start.
-  (void)l.engines[0]->learned(default_spec);
+  (void)l.loop->engine(0).learned(default_spec);
   ss.NoteCacheWarnings();
-  l.slots = std::make_unique<SlotPool>(opts.n_parallel, opts.max_queue);
   l.created = static_cast<int64_t>(std::time(nullptr));
   SetPhase(kReady, Status::Ok());
 }
@@ -245,7 +241,7 @@ void Server::Impl::DoShutdown() {
   if (http) http->StopAccepting();
   if (load_thread.joinable()) load_thread.join();
   if (phase.load(std::memory_order_acquire) == kReady) {
-    SlotPool& slots = *loaded.slots;
+    ServingLoop& slots = *loaded.loop;
     const auto grace = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
         std::chrono::duration<double>(opts.shutdown_grace_seconds));
     if (!slots.WaitIdle(std::chrono::steady_clock::now() + grace)) {
@@ -418,8 +414,9 @@ void Server::Impl::HandleMetrics(HttpExchange& ex) {
   GaugeValues g;
   g.slots_total = opts.n_parallel;
   if (phase.load(std::memory_order_acquire) == kReady) {
-    g.queue_length = loaded.slots->queued();
-    g.slots_busy = loaded.slots->busy();
+    g.queue_length = loaded.loop->queued();
+    g.slots_busy = loaded.loop->busy();
+    g.passes = loaded.loop->counters();
   }
   HttpResponse res;
   res.content_type = "text/plain; version=0.0.4";

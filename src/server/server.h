@@ -9,20 +9,21 @@
 // Contract
 // - Start() binds host:port (127.0.0.1 unless told otherwise) and answers at once; the model
 //   loads in the background, and until it has, /health and every model route answer 503.
-// - One immutable Model; `n_parallel` slots, each an Engine with its own Context and its own
-//   thread (SlotPool); requests beyond the slots wait in a queue of at most `max_queue`, and
-//   beyond that get 503 with Retry-After. Every slot's Engine shares one LearnedStore, so what
-//   TR/GOOSE learn from any request drafts for all (the engine locks each variant around
-//   drafter calls), and one ThreadPool, on which forward passes take turns
-//   (Engine::set_pool_mutex). Output never depends on either: every request's text is plain
-//   decoding's, its sampling keyed by (seed, position).
+// - One Session (engine/session.h) and a ServingLoop (engine/serving_loop.h) of `n_parallel`
+//   slots, each an Engine with its own KV cache; one thread steps every slot's request in
+//   shared forward passes (their trees split one budget by value, a new prompt prefilled in
+//   chunks beside the others' decoding). Requests beyond the slots wait in a queue of at most
+//   `max_queue`, and beyond that get 503 with Retry-After. The slots share one LearnedStore, so
+//   what TR/GOOSE learn from any request drafts for all. Output never depends on any of it:
+//   every request's text is plain decoding's of it alone, its sampling keyed by (seed,
+//   position).
 // - HTTP (http_server.h): one I/O thread serves every connection without blocking, so idle
 //   keep-alive connections and slow clients cost no thread; handlers run on n_http_threads
 //   threads. Per-phase deadlines (timeout_seconds for a whole request head, then its whole
 //   body), body limits in every framing, at most max_connections connections and
 //   max_connections_per_client per address; pipelined requests are answered in order.
 // - A client that disconnects (closes its socket, or its sending side), streaming or not,
-//   cancels its generation at the next cycle and frees its slot.
+//   cancels its generation before the next pass and frees its slot.
 // - Prompts are checked against the context while they are tokenized: a prompt (or a /tokenize
 //   text) that cannot fit is refused (400) as soon as that is certain, so a refused prompt
 //   costs what the context allows, not what the body holds.
@@ -84,8 +85,9 @@ struct ServerOptions {
   // error fails the load. (The slots' contexts are checked against the memory anyway.) Null:
   // none.
   std::function<Status(const Model&)> check_model;
-  // Called on a slot's thread after every verified cycle of a generation there (tracing; tests
-  // use it to slow or hold a generation). Null: none.
+  // Called on the serving loop's thread after every verified cycle of a generation, with its
+  // slot (tracing; tests use it to slow or hold generations: holding one holds every slot).
+  // Null: none.
   std::function<void(int slot)> on_cycle;
 };
 

@@ -4,7 +4,7 @@
 // Lifecycle: Create() -> Start() binds (HttpServer: its I/O thread and handler threads) and
 // starts the loader thread -> Load() fills `loaded` and sets phase kReady (or kFailed) ->
 // Shutdown(). `loaded` is written only by the loader before phase becomes kReady (release) and
-// read by handlers after they saw kReady (acquire); after that only the slots' engines change,
+// read by handlers after they saw kReady (acquire); after that only the serving loop changes,
 // each on its own slot thread. Handlers run on HttpServer's handler threads and may block there
 // (a completion waits for its generation).
 #pragma once
@@ -28,7 +28,6 @@
 #include "server/http_server.h"
 #include "server/metrics.h"
 #include "server/server.h"
-#include "server/slot_pool.h"
 #include "server/special_tokens.h"
 
 namespace goose::server {
@@ -45,9 +44,8 @@ struct LoadedModel {
   std::vector<CostSample> cost;  // the verify-cost curve (--budget auto), else empty
   int n_ctx = 0;
   int64_t created = 0;  // Unix seconds at load
-  std::mutex pool_mu;   // forward passes take turns on the session's pool (Engine::set_pool_mutex)
-  std::vector<Engine*> engines;  // [slot]
-  std::unique_ptr<SlotPool> slots;
+  // The slots: every request runs there, in passes shared with the others.
+  std::unique_ptr<ServingLoop> loop;
 };
 
 struct Server::Impl {

@@ -20,12 +20,6 @@
 
 namespace goose {
 
-// The shared pool's turn for one forward pass, where several engines (server slots) share one
-// pool and take turns under `mu` (Engine::set_pool_mutex); no lock when mu is null.
-inline std::unique_lock<std::mutex> PoolTurn(std::mutex* mu) {
-  return mu ? std::unique_lock<std::mutex>(*mu) : std::unique_lock<std::mutex>();
-}
-
 class ThreadPool {
  public:
   explicit ThreadPool(int n_threads);

@@ -141,20 +141,25 @@ TEST_F(RunBenchTest, OutputsMatchPlainAndSchemaHolds) {
   EXPECT_NE(md.find("Projection, not a measurement"), std::string::npos);
 }
 
-// auto-cm chooses on the cost model's curve: here trees are nearly free there (c(16) = 1.2 c(1))
-// and costly on the model under test (c(16) = 2 c(1), c(64) = 10 c(1)), so it builds larger
-// trees than auto; without a cost model it is an error.
+// auto-cm chooses on the cost model's curve, whatever this machine's passes take: where trees
+// are nearly free there (c(16) = 1.2 c(1)) it builds larger trees than where they are dear
+// (c(2) = 4 c(1)); without a cost model it is an error. (Not against plain auto: that curve
+// follows this machine's passes, which a loaded machine makes look flat.)
 TEST_F(RunBenchTest, AutoOnTheCostModelFollowsItsCurve) {
-  const auto configs = MakeConfigs({"goose"}, {kAutoBudget, kAutoCostModelBudget}).value();
-  ASSERT_EQ(configs.size(), 3u);
-  EXPECT_EQ(configs[2].Label(), "goose@auto-cm");
-  opt_.model_cost = {{1, 1e-4}, {2, 4e-4}, {16, 1e-3}, {64, 1e-2}};
-  auto r = RunBench(*session_, sets_, configs, opt_);
-  ASSERT_TRUE(r.ok()) << r.status().message();
-  const json& j = *r;
-  EXPECT_EQ(j["equality"]["mismatching_prompts"], 0);
-  EXPECT_GT(j["summary"][2]["mean_tree_nodes"].get<double>(),
-            j["summary"][1]["mean_tree_nodes"].get<double>());
+  const auto configs = MakeConfigs({"goose"}, {kAutoCostModelBudget}).value();
+  ASSERT_EQ(configs.size(), 2u);
+  EXPECT_EQ(configs[1].Label(), "goose@auto-cm");
+  auto run = [&](std::vector<VerifyCostPoint> curve) {
+    opt_.cost_model_cost = std::move(curve);
+    auto r = RunBench(*session_, sets_, configs, opt_);
+    EXPECT_TRUE(r.ok()) << r.status().message();
+    if (!r.ok()) return 0.0;
+    EXPECT_EQ((*r)["equality"]["mismatching_prompts"], 0);
+    return (*r)["summary"][1]["mean_tree_nodes"].get<double>();
+  };
+  const double gentle = run({{1, 1e-2}, {16, 1.2e-2}, {64, 3e-2}});
+  const double steep = run({{1, 1e-4}, {2, 4e-4}, {16, 1e-3}, {64, 1e-2}});
+  EXPECT_GT(gentle, steep);
   opt_.cost_model_cost.clear();
   EXPECT_FALSE(RunBench(*session_, sets_, configs, opt_).ok());
 }

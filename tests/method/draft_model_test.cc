@@ -74,7 +74,7 @@ void CheckRunnerFollowsCommits(int n_threads, uint64_t seed, int shortlist = 0) 
   const int nv = m.config().n_vocab;
   ThreadPool pool(n_threads);
   Context ctx(m, 512, &pool);
-  DraftRunner runner(ctx, nullptr, shortlist);
+  DraftRunner runner(ctx, shortlist);
   ASSERT_EQ(runner.shortlist(), shortlist);
   const int n_logits = shortlist > 0 ? shortlist : nv;
   // Reference logits at the columns' tokens.
@@ -199,9 +199,9 @@ TEST(DraftRunner, ShortlistColumnsFollowCommitsBitwise) {
 TEST(DraftRunner, ShortlistDefaultsToAQuarterOfALargeVocabulary) {
   Context ctx(Tiny(), 64, nullptr);
   EXPECT_EQ(DraftRunner(ctx).shortlist(), 0) << "512 tokens: the whole vocabulary";
-  EXPECT_EQ(DraftRunner(ctx, nullptr, 100).shortlist(), 112) << "whole tiles of 16";
-  EXPECT_EQ(DraftRunner(ctx, nullptr, 512).shortlist(), 0);
-  EXPECT_EQ(DraftRunner(ctx, nullptr, 0).shortlist(), 0);
+  EXPECT_EQ(DraftRunner(ctx, 100).shortlist(), 112) << "whole tiles of 16";
+  EXPECT_EQ(DraftRunner(ctx, 512).shortlist(), 0);
+  EXPECT_EQ(DraftRunner(ctx, 0).shortlist(), 0);
 }
 
 TEST(DraftRunner, NoRoomMeansNoPassNotAnError) {
