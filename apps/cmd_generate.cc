@@ -6,6 +6,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -24,7 +25,10 @@ namespace goose::cli {
 namespace {
 
 struct GenerateFlags {
-  std::string model, prompt, prompt_file, spec = "none", preset, tr_cache, budget;
+  // Speculation is on unless told otherwise: goose at --budget auto falls back to plain steps
+  // where a tree cannot pay (a tiny model), so it never costs more than a few percent.
+  std::string model, prompt, prompt_file, spec = "goose", preset, tr_cache, budget;
+  std::string prediction_file;  // --prediction: the expected output (- = stdin)
   std::string model_draft;  // -md: the draft model of the draft-model methods
   int n_predict = 128, n_ctx = 0, threads = 0, top_k = 40, branch_k = 0;
   int batch = GenerateParams{}.prefill_chunk;
@@ -71,27 +75,32 @@ StatusOr<nlohmann::json> PromptTopLogitsJson(const Model& model, std::span<const
   return out;
 }
 
-// Reads the whole prompt file, which must be a regular, readable file.
-Status ReadPromptFile(const std::string& path, std::string* out) {
+// Reads the whole file (- = stdin), which must be a regular, readable file; `what` names it in
+// errors ("prompt file").
+Status ReadTextFile(const std::string& path, const std::string& what, std::string* out) {
+  if (path == "-") {
+    *out = ReadStdin();
+    return Status::Ok();
+  }
   std::error_code ec;
   const std::filesystem::file_status st = std::filesystem::status(path, ec);
   if (st.type() == std::filesystem::file_type::not_found) {
-    return Status::Error("cannot read prompt file '" + path + "': no such file");
+    return Status::Error("cannot read " + what + " '" + path + "': no such file");
   }
-  if (ec) return Status::Error("cannot read prompt file '" + path + "': " + ec.message());
+  if (ec) return Status::Error("cannot read " + what + " '" + path + "': " + ec.message());
   if (std::filesystem::is_directory(st)) {
-    return Status::Error("prompt file '" + path + "' is a directory, not a regular file");
+    return Status::Error(what + " '" + path + "' is a directory, not a regular file");
   }
   if (!std::filesystem::is_regular_file(st)) {
-    return Status::Error("prompt file '" + path + "' is not a regular file");
+    return Status::Error(what + " '" + path + "' is not a regular file");
   }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    return Status::Error("cannot read prompt file '" + path + "': " + std::strerror(errno));
+    return Status::Error("cannot read " + what + " '" + path + "': " + std::strerror(errno));
   }
   std::stringstream ss;
   ss << in.rdbuf();
-  if (in.bad()) return Status::Error("cannot read prompt file '" + path + "': read failed");
+  if (in.bad()) return Status::Error("cannot read " + what + " '" + path + "': read failed");
   *out = ss.str();
   return Status::Ok();
 }
@@ -190,19 +199,36 @@ Status ParseRequestFlags(const GenerateFlags& f, GenerateParams* params, bool* b
   return Status::Ok();
 }
 
-// The prompt text from -p, -f FILE or -f - (stdin); --prompt-ids is read once the model is.
-Status ReadPromptText(const GenerateFlags& f, std::string* prompt) {
+// The prompt text from -p, -f FILE or -f - (stdin), and the --prediction text; --prompt-ids
+// is read once the model is.
+Status ReadPromptText(const GenerateFlags& f, std::string* prompt, std::string* prediction) {
   *prompt = f.prompt;
   if (!f.prompt_ids.empty() && (f.has_prompt || !f.prompt_file.empty())) {
     return Status::Error("give -p/-f or --prompt-ids, not both");
   }
+  if (f.prompt_file == "-" && f.prediction_file == "-") {
+    return Status::Error("-f - and --prediction - both read stdin: give one of them a file");
+  }
+  if (!f.prediction_file.empty()) {
+    GOOSE_RETURN_IF_ERROR(ReadTextFile(f.prediction_file, "prediction file", prediction));
+  }
   if (f.prompt_file.empty()) return Status::Ok();
   if (f.has_prompt) return Status::Error("give the prompt with -p or -f, not both");
-  if (f.prompt_file == "-") {  // stdin
-    *prompt = ReadStdin();
-    return Status::Ok();
+  return ReadTextFile(f.prompt_file, "prompt file", prompt);
+}
+
+// The prediction's tokens (no BOS: it is text the output is expected to hold), at most the
+// context.
+Status TokenizePrediction(const Model& model, int n_ctx, const std::string& text,
+                          std::vector<int32_t>* tokens) {
+  std::optional<std::vector<int32_t>> ids =
+      model.tokenizer().EncodeAtMost(text, /*add_bos=*/false, n_ctx);
+  if (!ids) {
+    return Status::Error(StrFormat("--prediction: the text is longer than the context of %d "
+                                   "tokens (raise -c)", n_ctx));
   }
-  return ReadPromptFile(f.prompt_file, prompt);
+  *tokens = std::move(*ids);
+  return Status::Ok();
 }
 
 // The prompt's tokens (and, for --prompt-ids, its text), checked against the context.
@@ -297,14 +323,16 @@ int RunGenerate(const GenerateFlags& f) {
   GenerateParams params;
   bool budget_auto = false;
   if (Status st = ParseRequestFlags(f, &params, &budget_auto); !st.ok()) return Fail(st.message());
-  std::string prompt;
-  if (Status st = ReadPromptText(f, &prompt); !st.ok()) return Fail(st.message());
+  std::string prompt, prediction;
+  if (Status st = ReadPromptText(f, &prompt, &prediction); !st.ok()) return Fail(st.message());
   const std::string path = ResolveModelPath(f.model);
   if (path.empty()) return 1;
   std::vector<int32_t> prompt_tokens;
   SessionOptions so = SessionFor(f, path, budget_auto);
   so.check_model = [&](const Model& model, SessionOptions* o) {
     GOOSE_RETURN_IF_ERROR(TokenizePrompt(f, model, &prompt, &prompt_tokens));
+    GOOSE_RETURN_IF_ERROR(TokenizePrediction(model, ContextSize(model.config(), f.n_ctx),
+                                             prediction, &params.prediction));
     // The largest batch is a prefill pass or a tree of at most 128 nodes.
     o->n_batch = std::max(PrefillPassTokens(params, static_cast<int>(prompt_tokens.size())), 128);
     return Status::Ok();
@@ -351,6 +379,7 @@ int RunGenerate(const GenerateFlags& f) {
   stats["context_size"] = session.n_ctx();
   if (session.draft_model()) stats["draft_model_file"] = f.model_draft;
   if (table) stats["table_bytes"] = table->memory_bytes();
+  if (!f.prediction_file.empty()) stats["prediction"] = PredictionJson(params.prediction, r.tokens);
   if (f.json) {
     auto j = ResultJson(f, session, prompt_tokens, r, std::move(stats));
     if (!j.ok()) return Fail(j.status().message());
@@ -393,7 +422,11 @@ Runner AddGenerateCommand(CLI::App& app) {
                  "sampling seed; fixed unless given, so a sampled run repeats exactly (--json "
                  "prints it)");
   app.add_option("--spec", f->spec,
-                 MethodNames() + ", optionally +paper +keep +cold +k5 ...");
+                 MethodNames() + ", optionally +paper +keep +cold +k5 ... (default goose; none "
+                 "= plain decoding)");
+  app.add_option("--prediction", f->prediction_file,
+                 "a file (- = stdin) holding the text the output is expected to reproduce, e.g. "
+                 "the file being edited: drafted from, never changes the output");
   app.add_option("--goose-preset", f->preset,
                  "paper: the reference GOOSE defaults (--spec goose only)");
   app.add_option("--budget", f->budget,

@@ -200,6 +200,7 @@ namespace {
 // The sets' prompts tokenized once, over-long ones cut to their head.
 struct Prompts {
   std::vector<std::vector<std::vector<int32_t>>> ids;  // [set][prompt]
+  std::vector<std::vector<std::vector<int32_t>>> predictions;  // [set][prompt], no BOS
   std::vector<int> truncated;                           // [set]
   int longest = 1;
   int64_t total = 0;
@@ -209,6 +210,7 @@ StatusOr<Prompts> TokenizePrompts(const Tokenizer& tok, const std::vector<DataSe
                                   int max_prompt) {
   Prompts p;
   p.ids.resize(sets.size());
+  p.predictions.resize(sets.size());
   p.truncated.assign(sets.size(), 0);
   for (size_t s = 0; s < sets.size(); ++s) {
     for (const BenchPrompt& bp : sets[s].prompts) {
@@ -220,6 +222,7 @@ StatusOr<Prompts> TokenizePrompts(const Tokenizer& tok, const std::vector<DataSe
       }
       p.longest = std::max(p.longest, static_cast<int>(ids.size()));
       p.ids[s].push_back(std::move(ids));
+      p.predictions[s].push_back(tok.Encode(bp.prediction, false));
       ++p.total;
     }
   }
@@ -367,7 +370,9 @@ StatusOr<json> RunBench(Session& session, const std::vector<DataSet>& sets,
         const int c = static_cast<int>((k + prompt_counter) % n_cfg);  // rotate per prompt
         Engine& engine = *run.engines[c];
         const std::vector<int64_t> before = engine.ChosenBudgets(run.params[c].spec);
-        auto r = engine.Generate(prompts.ids[s][i], run.params[c]);
+        GenerateParams& params = run.params[c];
+        params.prediction = prompts.predictions[s][i];
+        auto r = engine.Generate(prompts.ids[s][i], params);
         if (!r.ok()) {
           return Status::Error(sets[s].prompts[i].id + " (" + configs[c].Label() +
                                "): " + r.status().message());

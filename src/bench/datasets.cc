@@ -36,7 +36,15 @@ const SetInfo kSets[] = {
 const std::set<std::string> kMultiTurn = {"writing", "roleplay", "reasoning", "math",
                                           "coding",  "extraction", "stem", "humanities"};
 
+// A .jsonl file of one's own: {"prompt": ..., "prediction": ...} per line.
+const SetInfo kFileSet = {"", "", "prompt", nullptr, false};
+
+bool IsFileName(const std::string& name) {
+  return name.size() > 6 && name.compare(name.size() - 6, 6, ".jsonl") == 0;
+}
+
 const SetInfo* FindSet(const std::string& name) {
+  if (IsFileName(name)) return &kFileSet;
   for (const SetInfo& s : kSets) {
     if (name == s.name) return &s;
   }
@@ -108,6 +116,7 @@ const std::vector<std::string>& KnownDataSets() {
 }
 
 std::string DataSetPath(const std::string& data_dir, const std::string& name) {
+  if (IsFileName(name)) return name;
   const SetInfo* set = FindSet(name);
   return set ? data_dir + "/" + set->file : "";
 }
@@ -140,7 +149,7 @@ StatusOr<std::vector<DataSpec>> ParseDataSpecs(const std::string& text) {
     const SetInfo* set = FindSet(spec.name);
     if (!set) {
       return Status::Error("--data item '" + item + "': unknown data set '" + spec.name +
-                           "' (known: " + known() + ")");
+                           "' (known: " + known() + ", or a file ending in .jsonl)");
     }
     auto is_number = [](const std::string& s) {
       return !s.empty() &&
@@ -185,7 +194,8 @@ StatusOr<std::vector<BenchPrompt>> LoadDataSet(const DataSpec& spec, const std::
   if (!set) return Status::Error("unknown data set '" + spec.name + "'");
   const bool stories = spec.name == "tinystories";
   if (stories && !tok) return Status::Error("tinystories prompts need the model's tokenizer");
-  const std::string path = path_override.empty() ? data_dir + "/" + set->file : path_override;
+  const std::string path =
+      !path_override.empty() ? path_override : DataSetPath(data_dir, spec.name);
   GOOSE_ASSIGN_OR_RETURN(const std::string content, ReadMaybeGzip(path));
 
   std::vector<BenchPrompt> out;
@@ -197,6 +207,10 @@ StatusOr<std::vector<BenchPrompt>> LoadDataSet(const DataSpec& spec, const std::
     }
     BenchPrompt p;
     p.id = spec.name + ":" + std::to_string(index);
+    if (auto pred = rec.find("prediction"); pred != rec.end() && !pred->is_null()) {
+      if (!pred->is_string()) return Status::Error(where + ": \"prediction\" is not a string");
+      p.prediction = pred->get<std::string>();
+    }
     if (stories) {
       // Convention 14 (docs/methods.md §7): BOS + the first 48 tokens of the story (tokenized
       // without BOS).
@@ -269,8 +283,13 @@ StatusOr<std::vector<DataSet>> ExpandDataSpec(const DataSpec& spec, const std::s
     return out;
   }
   GOOSE_ASSIGN_OR_RETURN(auto prompts, LoadDataSet(spec, data_dir, tok, n));
-  out.push_back({spec.category.empty() ? spec.name : spec.name + "/" + spec.category,
-                 std::move(prompts)});
+  std::string label = spec.category.empty() ? spec.name : spec.name + "/" + spec.category;
+  if (IsFileName(spec.name)) {  // the file's name without its folder and .jsonl
+    const size_t slash = spec.name.rfind('/');
+    label = spec.name.substr(slash == std::string::npos ? 0 : slash + 1);
+    label.resize(label.size() - 6);
+  }
+  out.push_back({label, std::move(prompts)});
   return out;
 }
 

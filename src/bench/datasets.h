@@ -15,6 +15,9 @@
 //     tinystories  BOS + the first 48 tokens of the tokenized story (docs/methods.md §7,
 //                  convention 14);
 //                  needs the model's tokenizer, so its prompts come as ids.
+//     PATH.jsonl   prompt, and the optional "prediction" (the text the answer is expected to
+//                  reproduce, as OpenAI's Predicted Outputs): a file of one's own (edits, say);
+//                  its label is the file's name without .jsonl. A path must not hold ':' or ','.
 // - Every malformed record is an error naming the file and the line (or array index) and what
 //   was wrong; an unreadable file names the file.
 #pragma once
@@ -30,6 +33,7 @@ namespace goose {
 
 struct DataSpec {
   std::string name;      // spec_bench | mt_bench | humaneval | gsm8k | alpaca_eval | tinystories
+                         // | a .jsonl file's path
   std::string category;  // empty = all
   int count = -1;        // -1 = the --n-prompts default
 };
@@ -38,6 +42,7 @@ struct BenchPrompt {
   std::string id;                // e.g. "gsm8k:3" (the 0-based record index in the file)
   std::string text;              // empty when the prompt comes as ids
   std::vector<int32_t> tokens;   // set for tinystories (BOS + story prefix)
+  std::string prediction;        // the expected answer (a .jsonl file's "prediction"), or empty
 };
 
 // What the benchmark reports as one data set: a label plus its prompts.

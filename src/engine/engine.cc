@@ -90,25 +90,34 @@ Status Engine::SaveLearned() {
   return status;
 }
 
-Status Engine::CheckRequest(std::span<const int32_t> prompt, const GenerateParams& params) const {
-  const int n_vocab = model_.config().n_vocab;
-  if (prompt.empty()) return Status::Error("empty prompt: nothing to condition on");
-  for (int32_t t : prompt) {
+namespace {
+
+Status CheckIds(std::span<const int32_t> ids, int n_vocab, const char* what) {
+  for (int32_t t : ids) {
     if (t < 0 || t >= n_vocab) {
-      return Status::Error(StrFormat("prompt token id %d is outside the vocabulary (0..%d)", t,
+      return Status::Error(StrFormat("%s token id %d is outside the vocabulary (0..%d)", what, t,
                                      n_vocab - 1));
     }
   }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status Engine::CheckRequest(std::span<const int32_t> prompt, const GenerateParams& params) const {
+  const int n_vocab = model_.config().n_vocab;
+  if (prompt.empty()) return Status::Error("empty prompt: nothing to condition on");
+  GOOSE_RETURN_IF_ERROR(CheckIds(prompt, n_vocab, "prompt"));
   const int n_prompt = static_cast<int>(prompt.size());
   if (n_prompt >= ctx_->n_ctx()) {
     return Status::Error(StrFormat("prompt has %d tokens but the context holds %d (raise -c)",
                                    n_prompt, ctx_->n_ctx()));
   }
-  for (int32_t t : params.stop_tokens) {
-    if (t < 0 || t >= n_vocab) {
-      return Status::Error(StrFormat("stop token id %d is outside the vocabulary (0..%d)", t,
-                                     n_vocab - 1));
-    }
+  GOOSE_RETURN_IF_ERROR(CheckIds(params.stop_tokens, n_vocab, "stop"));
+  GOOSE_RETURN_IF_ERROR(CheckIds(params.prediction, n_vocab, "prediction"));
+  if (params.prediction.size() > static_cast<size_t>(ctx_->n_ctx())) {
+    return Status::Error(StrFormat("the prediction has %zu tokens but the context holds %d",
+                                   params.prediction.size(), ctx_->n_ctx()));
   }
   const Method* method = FindMethod(params.spec.method);
   if (method == nullptr) {

@@ -22,8 +22,9 @@ namespace fs = std::filesystem;
 
 constexpr char kMagic[8] = {'G', 'O', 'O', 'S', 'E', 'L', 'R', 'N'};
 // 2: the tuned GOOSE extras always end in the per-step value calibration, and the draft-model
-// methods' extras are never empty (version 1 files are a fresh start, with a warning).
-constexpr uint32_t kVersion = 2;
+// methods' extras are never empty. 3: statistics count a prediction source and tuned GOOSE a
+// prediction spine class. Older files are a fresh start, with a warning.
+constexpr uint32_t kVersion = 3;
 
 template <typename T>
 void Put(std::string* out, const T& v) {

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "draft/prediction_matcher.h"
+
 namespace goose {
 
 namespace {
@@ -115,6 +117,13 @@ nlohmann::json GenerateStatsJson(const GenerateResult& r, int n_prompt) {
   j["tokens_per_second"] = r.decode_seconds > 0 ? (n - 1) / r.decode_seconds : 0.0;
   j["hit_context_limit"] = r.hit_context_limit;
   return j;
+}
+
+nlohmann::json PredictionJson(std::span<const int32_t> prediction,
+                              std::span<const int32_t> output) {
+  const int64_t accepted = ReproducedPredictionTokens(prediction, output);
+  const int64_t n = static_cast<int64_t>(prediction.size());
+  return {{"tokens", n}, {"accepted", accepted}, {"rejected", n - accepted}};
 }
 
 }  // namespace goose

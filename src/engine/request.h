@@ -32,6 +32,10 @@ struct GenerateParams {
   // Extra stop tokens, honoured like the model's end-of-generation tokens (unless ignore_eos).
   std::vector<int32_t> stop_tokens;
   SpecParams spec;  // must have come through ParseSpecVariant (or name a method with defaults)
+  // The output the caller expects (OpenAI's Predicted Outputs; no BOS), at most the context:
+  // drafted from by the methods that draft from context (Drafter::SetPrediction). Output never
+  // depends on it.
+  std::vector<int32_t> prediction;
   CycleCallback on_cycle;
 };
 

@@ -98,6 +98,7 @@ void Sequence::ProposePrefill(int max_rows) {
     phase_start_ = Clock::now();
     std::lock_guard<std::mutex> lock(learned_.mu);
     drafter_->Begin(prompt_);
+    if (!params_.prediction.empty()) drafter_->SetPrediction(params_.prediction);
     ctx_.Truncate(0);
   }
   const int n_prompt = static_cast<int>(prompt_.size());

@@ -8,9 +8,10 @@ namespace goose {
 
 namespace {
 constexpr double kPriorWeight = 4.0;
-// Before any measurement: a consensus match is trusted more than a plain one, and a branch
-// candidate is worth about half its table score.
-constexpr double kSpinePrior[2] = {0.8, 0.6};
+// Before any measurement: a consensus match is trusted more than a plain one, a prediction
+// (the user's own expected text) most, and a branch candidate is worth about half its table
+// score.
+constexpr double kSpinePrior[EdgeAcceptance::kSpineClasses] = {0.8, 0.6, 0.9};
 constexpr double kBranchPriorScale = 0.5;
 }  // namespace
 
@@ -22,11 +23,11 @@ void AcceptanceTracker::Update(const DraftTree& tree, const AcceptResult& result
   on_path[0] = 1;
   for (int32_t v : result.path) on_path[v] = 1;
   for (int i = 1; i < n; ++i) {
-    if (tree.source[i] == NodeSource::kSpine) has_spine_child[tree.parents[i]] = 1;
+    if (IsSpineSource(tree.source[i])) has_spine_child[tree.parents[i]] = 1;
   }
   for (int i = 1; i < n; ++i) {
     if (!on_path[tree.parents[i]]) continue;
-    if (tree.source[i] == NodeSource::kSpine) {
+    if (IsSpineSource(tree.source[i])) {
       const int d = tree.depth[i] < kD ? tree.depth[i] : kD;
       ++spine_reached_[cls][d];
       spine_accepted_[cls][d] += on_path[i];
@@ -42,7 +43,7 @@ void AcceptanceTracker::Update(const DraftTree& tree, const AcceptResult& result
 }
 
 void AcceptanceTracker::Recompute() {
-  for (int c = 0; c < 2; ++c) {
+  for (int c = 0; c < kC; ++c) {
     double prior = kSpinePrior[c];
     model_.spine[c][0] = prior;
     for (int d = 1; d <= kD; ++d) {
@@ -64,7 +65,8 @@ void AcceptanceTracker::Recompute() {
 }
 
 namespace {
-constexpr size_t kSpineCounts = 2 * (EdgeAcceptance::kMaxSpineDepth + 1);
+constexpr size_t kSpineCounts =
+    EdgeAcceptance::kSpineClasses * (EdgeAcceptance::kMaxSpineDepth + 1);
 constexpr size_t kBranchCounts = 2 * EdgeAcceptance::kTiers * EdgeAcceptance::kScoreBins;
 constexpr size_t kTrackerBytes = 2 * (kSpineCounts + kBranchCounts) * sizeof(int64_t);
 }  // namespace

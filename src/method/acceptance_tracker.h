@@ -32,8 +32,9 @@ class AcceptanceTracker {
   void Recompute();
   static constexpr int kD = EdgeAcceptance::kMaxSpineDepth;
   static constexpr int kBins = EdgeAcceptance::kScoreBins;
-  int64_t spine_reached_[2][kD + 1] = {};
-  int64_t spine_accepted_[2][kD + 1] = {};
+  static constexpr int kC = EdgeAcceptance::kSpineClasses;
+  int64_t spine_reached_[kC][kD + 1] = {};
+  int64_t spine_accepted_[kC][kD + 1] = {};
   int64_t branch_reached_[2][EdgeAcceptance::kTiers][kBins] = {};
   int64_t branch_accepted_[2][EdgeAcceptance::kTiers][kBins] = {};
   EdgeAcceptance model_;

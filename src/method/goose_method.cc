@@ -5,6 +5,7 @@
 // - paper (+paper): Algorithm 1 and the routes of docs/methods.md §3.6 exactly as GOOSE's
 //   reference code, with its spine-acceptance EMA and a per-request table.
 #include "draft/context_matcher.h"
+#include "draft/prediction_matcher.h"
 #include "method/acceptance_tracker.h"
 #include "budget/cycle_rate.h"
 #include "method/draft_model.h"
@@ -21,7 +22,7 @@ namespace {
 Route TreeRoute(const DraftTree& tree) {
   if (tree.size() <= 1) return Route::kAr;
   for (int i = 1; i < tree.size(); ++i) {
-    if (tree.source[i] == NodeSource::kSpine) return Route::kSpineTree;
+    if (IsSpineSource(tree.source[i])) return Route::kSpineTree;
   }
   return Route::kBranchTree;
 }
@@ -102,24 +103,42 @@ class GooseTunedDrafter : public GooseDrafterBase {
         learned_(learned),
         unigram_extras_(unigram_extras) {}
 
+  void SetPrediction(std::span<const int32_t> prediction) override {
+    prediction_ = PredictionMatcher(prediction);
+  }
+  void Commit(std::span<const int32_t> tokens) override {
+    GooseDrafterBase::Commit(tokens);
+    prediction_.Commit(tokens);
+  }
+
+  // The spine is the prediction's while the output follows it, else the context match's.
   Proposal Propose(const CycleInput& in) override {
     Proposal p;
     p.tree.Reset(in.anchor);
     spine_class_ = -1;
     cycle_start_ = NowSeconds();
-    const ContextMatcher::Spine spine = matcher_.ProposeSpine();
-    if (!spine.tokens.empty() || table_.HasSuccessors(in.anchor, in.anchor_prev)) {
+    const std::span<const int32_t> predicted =
+        prediction_.Continuation(EdgeAcceptance::kMaxSpineDepth);
+    const ContextMatcher::Spine spine =
+        predicted.empty() ? matcher_.ProposeSpine() : ContextMatcher::Spine{};
+    const std::span<const int32_t> spine_tokens = predicted.empty() ? spine.tokens : predicted;
+    if (!spine_tokens.empty() || table_.HasSuccessors(in.anchor, in.anchor_prev)) {
       BestFirstParams bf;
       bf.budget = in.budget;
       bf.unigram_extras = unigram_extras_;
       bf.spine_class = spine.consensus ? 0 : 1;
+      if (!predicted.empty()) {  // as deep as it pays: the user's text is rarely wrong
+        bf.spine_class = EdgeAcceptance::kPredictionClass;
+        bf.spine_source = NodeSource::kPrediction;
+        bf.max_depth = EdgeAcceptance::kMaxSpineDepth;
+      }
       bf.cost = in.cost;
       if (in.cost != nullptr && !in.cost->empty()) {
         node_scale_ = learned_.calibration.NodeScale(in.cost->back().nodes);
         bf.node_scale = node_scale_;
         bf.rate = in.rate > 0 ? in.rate : learned_.rate.TokensPerSecond();
       }
-      p.tree = BuildBestFirstTree(in.anchor, in.anchor_prev, spine.tokens,
+      p.tree = BuildBestFirstTree(in.anchor, in.anchor_prev, spine_tokens,
                                   learned_.acceptance.model(), table_, bf, &values_);
       p.route = TreeRoute(p.tree);
       spine_class_ = bf.spine_class;
@@ -152,6 +171,7 @@ class GooseTunedDrafter : public GooseDrafterBase {
 
  private:
   TunedLearned& learned_;
+  PredictionMatcher prediction_;  // empty without a prediction
   std::vector<double> values_;  // of the last proposed tree's nodes (root = 1)
   std::vector<double> node_scale_;  // the value calibration the last tree was sized with
   bool unigram_extras_;

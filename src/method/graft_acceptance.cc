@@ -8,7 +8,7 @@ namespace goose {
 
 namespace {
 constexpr double kPriorWeight = 4.0;
-constexpr double kContextPrior[GraftAcceptance::kContextClasses] = {0.8, 0.6, 0.5};
+constexpr double kContextPrior[GraftAcceptance::kContextClasses] = {0.8, 0.6, 0.5, 0.9};
 // Prior factor for a retrieved token the draft model saw and did not rank in its top-k.
 constexpr double kOverruled = 0.25;
 

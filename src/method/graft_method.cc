@@ -32,6 +32,9 @@ class GraftDrafter : public TableDrafter {
     grower_.Observe(in, p, accepted);  // first: its cycle clock stops here
     TableDrafter::Observe(in, p, ctx, accepted);
   }
+  void SetPrediction(std::span<const int32_t> prediction) override {
+    grower_.SetPrediction(prediction);
+  }
   void Commit(std::span<const int32_t> tokens) override { grower_.Commit(tokens); }
 
  private:

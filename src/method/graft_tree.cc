@@ -53,6 +53,8 @@ struct Lower {
 // Tokens of a match looked up below the root (a draft leaf's continuation).
 constexpr int kFreshMatchTokens = 16;
 constexpr int kFreshMatchClass = 2;
+// Tokens of the prediction offered at the root (its match continues as deep as a tree goes).
+constexpr int kPredictedMatchTokens = 128;
 
 }  // namespace
 
@@ -82,6 +84,7 @@ void TreeGrower::ObservePrefill(std::span<const int32_t> prompt, int i0, int i1)
 void TreeGrower::Commit(std::span<const int32_t> tokens) {
   runner_.Commit(tokens);
   if (retrieves()) matcher_.Append(tokens);
+  prediction_.Commit(tokens);
 }
 
 int TreeGrower::AddChild(int parent, int32_t token) {
@@ -118,7 +121,14 @@ void TreeGrower::ExpandRetrieval(int u, int32_t anchor_prev) {
   pool_[u].retrieval_done = true;
   // Context: the root's spine, a node's next match token, or a fresh look-up below the root.
   int match = -1, pos = -1;
-  if (u == 0) {
+  const std::span<const int32_t> predicted =
+      u == 0 ? prediction_.Continuation(kPredictedMatchTokens) : std::span<const int32_t>();
+  if (!predicted.empty()) {
+    matches_.emplace_back(predicted.begin(), predicted.end());
+    match_class_.push_back(GraftAcceptance::kPredictionClass);
+    match = static_cast<int>(matches_.size()) - 1;
+    pos = 0;
+  } else if (u == 0) {
     const ContextMatcher::Spine spine = matcher_.ProposeSpine();
     if (!spine.tokens.empty()) {
       matches_.push_back(spine.tokens);
@@ -451,7 +461,9 @@ Proposal TreeGrower::Propose(const CycleInput& in) {
       src = NodeSource::kDraft, rank = n.draft_rank, score = n.draft_p;
       ++draft_nodes;
     } else if (n.ctx_depth > 0) {
-      src = NodeSource::kGraftContext, rank = 0, score = 1.0f;
+      src = n.ctx_class == GraftAcceptance::kPredictionClass ? NodeSource::kPrediction
+                                                             : NodeSource::kGraftContext;
+      rank = 0, score = 1.0f;
     }
     tree_index[sel[k]] = p.tree.Add(n.token, tree_index[n.parent], src, rank, score);
     tree_pool_.push_back(sel[k]);

@@ -44,6 +44,7 @@
 #include <vector>
 
 #include "draft/context_matcher.h"
+#include "draft/prediction_matcher.h"
 #include "draft/transition_table.h"
 #include "method/draft_model.h"
 #include "method/graft_acceptance.h"
@@ -90,6 +91,8 @@ class TreeGrower {
              const TransitionTable* table);
 
   void Begin(std::span<const int32_t> prompt);
+  // The request's prediction: while the output follows it, it is the root's context match.
+  void SetPrediction(std::span<const int32_t> prediction) { prediction_ = PredictionMatcher(prediction); }
   void ObservePrefill(std::span<const int32_t> prompt, int i0, int i1);
   void Commit(std::span<const int32_t> tokens);
   Proposal Propose(const CycleInput& in);
@@ -149,6 +152,7 @@ class TreeGrower {
   DraftLearned& learned_;
   const TransitionTable* table_;
   ContextMatcher matcher_;
+  PredictionMatcher prediction_;
   std::vector<Node> pool_;
   std::vector<double> value_;
   std::vector<std::vector<int32_t>> matches_;

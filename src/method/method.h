@@ -124,6 +124,11 @@ class Drafter {
   virtual ~Drafter() = default;
   // The request's prompt (BOS included), before its prefill.
   virtual void Begin(std::span<const int32_t> prompt) {}
+  // The request's predicted output (the text it expects the generation to reproduce, as tokens
+  // without BOS), after Begin; only requests that give one call it. The methods that draft
+  // from context (tuned goose, pld, graft) draft from it too (draft/prediction_matcher.h);
+  // the others, and goose's paper preset, ignore it.
+  virtual void SetPrediction(std::span<const int32_t> prediction) {}
   // Prefill pass over prompt[i0, i1) just scored: ctx.logits(i - i0) is prompt row i.
   virtual void ObservePrefill(std::span<const int32_t> prompt, int i0, int i1,
                               const Context& ctx) {}
@@ -133,7 +138,7 @@ class Drafter {
   virtual void Observe(const CycleInput& in, const Proposal& p, const Context& ctx,
                        const AcceptResult& accepted) {}
   // Tokens committed since the last call: the first generated token after the prefill, then
-  // each cycle's accepted tokens and bonus.
+  // each cycle's accepted tokens and bonus (all of them, also past a stop token or n_predict).
   virtual void Commit(std::span<const int32_t> tokens) {}
 };
 

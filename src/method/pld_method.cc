@@ -1,6 +1,8 @@
 // pld: prompt lookup decoding (docs/methods.md §3.2): the earliest earlier occurrence of the last
-// 3, 2 or 1 tokens, continued by the 10 tokens that followed it, verified as a chain.
+// 3, 2 or 1 tokens, continued by the 10 tokens that followed it, verified as a chain. With a
+// prediction, while the output follows it, the chain is the prediction's (budget - 1 tokens).
 #include "draft/context_matcher.h"
+#include "draft/prediction_matcher.h"
 #include "method/method.h"
 #include "tree/tree_builders.h"
 
@@ -10,16 +12,28 @@ namespace {
 class PldDrafter : public Drafter {
  public:
   void Begin(std::span<const int32_t> prompt) override { matcher_.Append(prompt); }
-  void Commit(std::span<const int32_t> tokens) override { matcher_.Append(tokens); }
+  void SetPrediction(std::span<const int32_t> prediction) override {
+    prediction_ = PredictionMatcher(prediction);
+  }
+  void Commit(std::span<const int32_t> tokens) override {
+    matcher_.Append(tokens);
+    prediction_.Commit(tokens);
+  }
   Proposal Propose(const CycleInput& in) override {
     Proposal p;
-    p.tree = BuildChain(in.anchor, matcher_.ProposePld(3, 1, 10), in.budget);
+    const std::span<const int32_t> predicted = prediction_.Continuation(in.budget - 1);
+    if (!predicted.empty()) {
+      p.tree = BuildChain(in.anchor, predicted, in.budget, NodeSource::kPrediction);
+    } else {
+      p.tree = BuildChain(in.anchor, matcher_.ProposePld(3, 1, 10), in.budget);
+    }
     p.route = p.tree.size() > 1 ? Route::kChain : Route::kAr;
     return p;
   }
 
  private:
   ContextMatcher matcher_{MatcherParams{.ngram_sizes = {3, 2, 1}}};  // prompt + committed tokens
+  PredictionMatcher prediction_;  // empty without a prediction
 };
 
 class Pld : public Method {

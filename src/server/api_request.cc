@@ -341,6 +341,44 @@ std::optional<ApiError> ReadMessages(const json& obj, CompletionRequest* r) {
   return std::nullopt;
 }
 
+// OpenAI's Predicted Outputs: {"type": "content", "content": "..." or [{"type": "text", ...}]}.
+std::optional<ApiError> ReadPrediction(json& obj, CompletionRequest* r) {
+  const auto p = obj.find("prediction");
+  if (p == obj.end() || p->is_null()) return std::nullopt;
+  const char* shape = "{\"type\": \"content\", \"content\": a string or an array of text parts}";
+  if (!p->is_object()) {
+    return Invalid("prediction", StrFormat("'prediction' must be %s, not %s", shape, TypeName(*p)));
+  }
+  const json* type = Field(*p, "type");
+  if (type == nullptr || *type != "content") {
+    return Invalid("prediction", StrFormat("prediction.type must be \"content\"%s",
+                                           type ? (", not " + Show(*type)).c_str() : ""));
+  }
+  const auto c = p->find("content");
+  if (c == p->end()) return Invalid("prediction", std::string("prediction.content is required: ") + shape);
+  if (c->is_string()) {
+    r->prediction = std::move(c->get_ref<std::string&>());  // not copied
+    return std::nullopt;
+  }
+  if (!c->is_array()) {
+    return Invalid("prediction", StrFormat("prediction.content must be a string or an array of "
+                                           "text parts, not %s", TypeName(*c)));
+  }
+  std::string text;
+  for (size_t k = 0; k < c->size(); ++k) {
+    const json& part = (*c)[k];
+    const json* t = part.is_object() ? Field(part, "type") : nullptr;
+    const json* s = part.is_object() ? Field(part, "text") : nullptr;
+    if (t == nullptr || *t != "text" || s == nullptr || !s->is_string()) {
+      return Invalid("prediction", StrFormat("prediction.content[%zu] must be {\"type\": "
+                                             "\"text\", \"text\": \"...\"}", k));
+    }
+    text += s->get<std::string>();
+  }
+  r->prediction = std::move(text);
+  return std::nullopt;
+}
+
 std::optional<ApiError> ReadStop(const json& obj, CompletionRequest* r) {
   const json* s = Field(obj, "stop");
   if (s == nullptr) return std::nullopt;
@@ -457,6 +495,7 @@ ApiOr<CompletionRequest> ParseCompletionRequest(std::string_view body, ApiKind k
     }
   }
   if (auto e = ReadStop(j, &r)) return *e;
+  if (auto e = ReadPrediction(j, &r)) return *e;
   if (auto e = ReadBool(j, "stream", &r.stream)) return *e;
   if (const json* so = Field(j, "stream_options")) {
     if (!so->is_object()) {

@@ -6,7 +6,9 @@
 //   a one-element array of strings, or an array of token ids) and /v1/chat/completions (kChat:
 //   `messages`, each {role, content} with content a string or an array of {"type": "text"}
 //   parts). Parameters: max_tokens / max_completion_tokens, temperature, top_p, top_k, seed,
-//   stop (string or list), n (1 only), stream, stream_options.include_usage, and the extension
+//   stop (string or list), n (1 only), stream, stream_options.include_usage, prediction
+//   (OpenAI's Predicted Outputs: {"type": "content", "content": a string or an array of
+//   {"type": "text"} parts}), and the extension
 //   "goose": {"spec": METHOD[+MOD...], "budget": N | "auto"}. Unknown fields are ignored
 //   (clients send model, user, ...); known ones goose cannot honour (penalties, logit_bias,
 //   logprobs, tools, n > 1, best_of, echo, suffix, response_format other than text) are errors
@@ -84,6 +86,7 @@ struct CompletionRequest {
   bool stream = false;
   bool include_usage = false;
   std::string model;  // echoed back only
+  std::optional<std::string> prediction;  // the text of "prediction", when given
   // The "goose" extension: empty spec = the server's --spec; budget: nullopt = the server's
   // --budget, 0 = the method's default; budget_auto = cost-aware.
   std::string spec;

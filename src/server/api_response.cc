@@ -16,10 +16,16 @@ json ErrorBody(const ApiError& e) {
   return {{"error", err}};
 }
 
-json Usage(int n_prompt, int n_generated) {
-  return {{"prompt_tokens", n_prompt},
-          {"completion_tokens", n_generated},
-          {"total_tokens", n_prompt + n_generated}};
+json Usage(const GenerationOutcome& o) {
+  json u = {{"prompt_tokens", o.n_prompt},
+            {"completion_tokens", o.n_generated},
+            {"total_tokens", o.n_prompt + o.n_generated}};
+  if (o.prediction_tokens >= 0) {
+    u["completion_tokens_details"] = {
+        {"accepted_prediction_tokens", o.prediction_accepted},
+        {"rejected_prediction_tokens", o.prediction_tokens - o.prediction_accepted}};
+  }
+  return u;
 }
 
 json GooseStats(const GenerationOutcome& o, const std::string& spec, const json& budget) {
@@ -62,7 +68,7 @@ json CompletionBody(const ResponseIds& ids, const std::string& text, const Gener
           {"created", ids.created},
           {"model", ids.model},
           {"choices", json::array({choice})},
-          {"usage", Usage(o.n_prompt, o.n_generated)},
+          {"usage", Usage(o)},
           {"goose", goose}};
 }
 
@@ -77,7 +83,7 @@ json ChatBody(const ResponseIds& ids, const std::string& text, const GenerationO
           {"created", ids.created},
           {"model", ids.model},
           {"choices", json::array({choice})},
-          {"usage", Usage(o.n_prompt, o.n_generated)},
+          {"usage", Usage(o)},
           {"goose", goose}};
 }
 
@@ -109,13 +115,13 @@ json ChatChunkBody(const ResponseIds& ids, const std::string& text, bool role_ch
           {"choices", json::array({choice})}};
 }
 
-json UsageChunk(const ResponseIds& ids, bool chat, int n_prompt, int n_generated) {
+json UsageChunk(const ResponseIds& ids, bool chat, const GenerationOutcome& o) {
   return {{"id", ids.id},
           {"object", chat ? "chat.completion.chunk" : "text_completion"},
           {"created", ids.created},
           {"model", ids.model},
           {"choices", json::array()},
-          {"usage", Usage(n_prompt, n_generated)}};
+          {"usage", Usage(o)}};
 }
 
 std::string SseEvent(const json& j) { return "data: " + Dump(j) + "\n\n"; }

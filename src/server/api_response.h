@@ -32,7 +32,9 @@ struct ResponseIds {
 std::string Dump(const nlohmann::json& j);
 nlohmann::json ErrorBody(const ApiError& e);
 
-nlohmann::json Usage(int n_prompt, int n_generated);
+// {prompt_tokens, completion_tokens, total_tokens}, and for a request with a prediction
+// completion_tokens_details {accepted_prediction_tokens, rejected_prediction_tokens}.
+nlohmann::json Usage(const GenerationOutcome& o);
 // `spec`: the variant key run; `budget`: "auto" or the node budget used.
 nlohmann::json GooseStats(const GenerationOutcome& o, const std::string& spec,
                           const nlohmann::json& budget);
@@ -48,7 +50,7 @@ nlohmann::json ChunkBody(const ResponseIds& ids, const std::string& text,
 // role_chunk: the first chunk, {"role": "assistant", "content": ""}.
 nlohmann::json ChatChunkBody(const ResponseIds& ids, const std::string& text, bool role_chunk,
                              const char* finish_reason);
-nlohmann::json UsageChunk(const ResponseIds& ids, bool chat, int n_prompt, int n_generated);
+nlohmann::json UsageChunk(const ResponseIds& ids, bool chat, const GenerationOutcome& o);
 
 std::string SseEvent(const nlohmann::json& j);
 inline constexpr const char* kSseDone = "data: [DONE]\n\n";

@@ -92,6 +92,17 @@ ApiOr<PreparedJob> Prepare(const Server::Impl& s, const CompletionRequest& r) {
   }
   if (n_prompt >= l.n_ctx) return ContextExceeded(r, std::to_string(n_prompt), l.n_ctx);
   GenerateParams& params = p.job.params;
+  if (r.prediction) {  // text the answer is expected to reproduce: no BOS
+    encoded = tok.EncodeAtMost(*r.prediction, /*add_bos=*/false, l.n_ctx);
+    if (!encoded) {
+      return BadRequest("prediction",
+                        StrFormat("the prediction is more than the context's %d tokens long",
+                                  l.n_ctx),
+                        "context_length_exceeded");
+    }
+    params.prediction = std::move(*encoded);
+    p.job.has_prediction = true;
+  }
   params.spec = s.default_spec;
   if (!r.spec.empty()) {
     params.spec = SpecParams{};
@@ -171,7 +182,7 @@ void StreamCompletion(HttpExchange& ex, GenerationChannel& channel, const Prepar
                        : ChunkBody(ids, "", o.finish_reason.c_str());
       last["goose"] = GooseStats(o, prep.spec_key, prep.budget);
       if (!write(SseEvent(last))) return;
-      if (include_usage && !write(SseEvent(UsageChunk(ids, chat, o.n_prompt, o.n_generated)))) {
+      if (include_usage && !write(SseEvent(UsageChunk(ids, chat, o)))) {
         return;
       }
     }

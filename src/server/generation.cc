@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <functional>
 
+#include "draft/prediction_matcher.h"
 #include "server/text_stream.h"
 
 namespace goose::server {
@@ -88,6 +89,13 @@ GenerationOutcome Outcome(RequestText& rt, const GenerationJob& job, int slot,
   out.cancelled = !rt.text.stopped() && !stop_token && cancelled && rt.n_counted < p.n_predict &&
                   !out.result.hit_context_limit;
   out.finish_reason = rt.text.stopped() || stop_token ? "stop" : "length";
+  if (job.has_prediction) {
+    const std::vector<int32_t>& toks = out.result.tokens;
+    const size_t n = std::min(toks.size(), static_cast<size_t>(std::max(out.n_generated, 0)));
+    out.prediction_tokens = static_cast<int64_t>(p.prediction.size());
+    out.prediction_accepted =
+        ReproducedPredictionTokens(p.prediction, std::span<const int32_t>(toks.data(), n));
+  }
   return out;
 }
 

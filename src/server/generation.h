@@ -36,6 +36,7 @@ struct GenerationJob {
   std::vector<int32_t> prompt;  // BOS included where the vocabulary uses one
   GenerateParams params;
   std::vector<std::string> stop;
+  bool has_prediction = false;  // params.prediction was given (it may be empty)
 };
 
 struct GenerationOutcome {
@@ -44,6 +45,10 @@ struct GenerationOutcome {
   int n_prompt = 0;
   int n_generated = 0;
   std::string finish_reason;  // "stop" or "length"
+  // With a prediction: its tokens, and those the output reproduced (ReproducedPredictionTokens
+  // over the counted tokens); -1 / 0 without one.
+  int64_t prediction_tokens = -1;
+  int64_t prediction_accepted = 0;
   GenerateResult result;      // statistics and timings (tokens as the engine produced them)
   // --budget auto: the cycles this request ran at each budget ([B]), as the engine's chooser
   // picked them; empty otherwise, and for a method that sizes its own trees on the curve.

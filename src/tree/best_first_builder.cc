@@ -46,7 +46,7 @@ DraftTree BuildBestFirstTree(int32_t anchor, int32_t anchor_prev, std::span<cons
   std::vector<int> spine_pos = {0};
   std::priority_queue<Candidate2, std::vector<Candidate2>, Lower> heap;
   int64_t seq = 0;
-  const int cls = std::clamp(params.spine_class, 0, 1);
+  const int cls = std::clamp(params.spine_class, 0, EdgeAcceptance::kSpineClasses - 1);
 
   auto expand = [&](int v) {
     if (tree.depth[v] >= params.max_depth) return;
@@ -54,7 +54,7 @@ DraftTree BuildBestFirstTree(int32_t anchor, int32_t anchor_prev, std::span<cons
     if (spine_pos[v] >= 0 && spine_pos[v] < static_cast<int>(spine.size())) {
       const int d = std::min(tree.depth[v] + 1, EdgeAcceptance::kMaxSpineDepth);
       spine_next = spine[spine_pos[v]];
-      heap.push({value[v] * model.spine[cls][d], seq++, v, spine_next, NodeSource::kSpine, 0,
+      heap.push({value[v] * model.spine[cls][d], seq++, v, spine_next, params.spine_source, 0,
                  1.0f, spine_pos[v]});
     }
     const int32_t prev = v == 0 ? anchor_prev : tree.tokens[tree.parents[v]];

@@ -30,9 +30,12 @@ namespace goose {
 struct EdgeAcceptance {
   static constexpr int kMaxSpineDepth = 128;
   static constexpr int kScoreBins = 10;
-  // spine[cls][d]: P(spine node at depth d accepted | parent reached) for match class cls
-  // (0 = consensus match, 1 = other), d = 1..kMaxSpineDepth (index 0 unused).
-  double spine[2][kMaxSpineDepth + 1];
+  // Spine classes: a consensus match, another match, the request's prediction.
+  static constexpr int kSpineClasses = 3;
+  static constexpr int kPredictionClass = 2;
+  // spine[cls][d]: P(spine node at depth d accepted | parent reached) for spine class cls,
+  // d = 1..kMaxSpineDepth (index 0 unused).
+  double spine[kSpineClasses][kMaxSpineDepth + 1];
   // branch[has_spine_sibling][tier][bin]: P(branch candidate accepted | parent reached), by table
   // score bin (score in [bin/10, (bin+1)/10)), split by whether the parent also drafts a spine
   // child and by list tier: 0 = the (prev, tok) bigram list, 1 = unigram-row tokens missing
@@ -46,7 +49,8 @@ struct EdgeAcceptance {
 struct BestFirstParams {
   int budget = 60;        // nodes incl. root
   int max_depth = 64;     // deepest node depth
-  int spine_class = 1;    // EdgeAcceptance class of this cycle's match
+  int spine_class = 1;    // EdgeAcceptance class of this cycle's spine
+  NodeSource spine_source = NodeSource::kSpine;  // kPrediction: the spine is the prediction's
   bool unigram_extras = true;  // draft tier-1 candidates (unigram tokens missing from the bigram)
   // Sizing by cost (--budget auto): the verify cost of the sizes the tree may take, the
   // calibration of the values of the i-th node added against what such nodes were accepted,

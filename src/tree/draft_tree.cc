@@ -23,6 +23,8 @@ const char* NodeSourceName(NodeSource s) {
       return "graft_context";
     case NodeSource::kGraftTable:
       return "graft_table";
+    case NodeSource::kPrediction:
+      return "prediction";
   }
   return "unknown";
 }

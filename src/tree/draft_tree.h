@@ -11,7 +11,9 @@
 namespace goose {
 
 // kDraft: a draft model's token; kGraftContext / kGraftTable: a context-match / transition-table
-// token grafted into a draft-model tree (Graft, docs/methods.md §3.9).
+// token grafted into a draft-model tree (Graft, docs/methods.md §3.9); kPrediction: a token of
+// the request's predicted output (draft/prediction_matcher.h), drafted as a spine (goose), a
+// chain (pld) or a grafted match (graft).
 enum class NodeSource : uint8_t {
   kRoot = 0,
   kSpine = 1,
@@ -20,9 +22,15 @@ enum class NodeSource : uint8_t {
   kDraft = 4,
   kGraftContext = 5,
   kGraftTable = 6,
+  kPrediction = 7,
 };
-constexpr int kNumSources = 7;
+constexpr int kNumSources = 8;
 const char* NodeSourceName(NodeSource s);
+// A spine node: the context match's (kSpine) or the prediction's, which a spine tree lays the
+// same way and the walk prefers alike.
+inline bool IsSpineSource(NodeSource s) {
+  return s == NodeSource::kSpine || s == NodeSource::kPrediction;
+}
 
 // What verifying a tree of `nodes` nodes costs: seconds of one target pass (a point of the
 // measured verify-cost curve, budget/verify_cost.h), for sizing trees by cost.

@@ -15,9 +15,10 @@
 
 namespace goose {
 
-// Chain: root -> tokens[0] -> tokens[1] ... (PLD, chain route). Sources tagged kChain.
+// Chain: root -> tokens[0] -> tokens[1] ... (PLD, chain route). Sources tagged `source`.
 // At most max_nodes nodes incl. the root; the root is always present (max_nodes < 1 acts as 1).
-DraftTree BuildChain(int32_t anchor, std::span<const int32_t> tokens, int max_nodes);
+DraftTree BuildChain(int32_t anchor, std::span<const int32_t> tokens, int max_nodes,
+                     NodeSource source = NodeSource::kChain);
 
 // Token Recycling: the static 80-node template of docs/methods.md §3.3 ("2.2.2") filled from the
 // unigram tier (rows never harvested give token 0s, convention 5; duplicate siblings are dropped).

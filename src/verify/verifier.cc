@@ -31,7 +31,7 @@ AcceptResult WalkTree(const DraftTree& tree, const std::function<int32_t(int nod
     int next = -1;
     for (int u = first_child[v]; u >= 0; u = next_sibling[u]) {
       if (tree.tokens[u] != tok) continue;
-      if (tree.source[u] == NodeSource::kSpine) {  // spine wins a (dedup-impossible) duplicate
+      if (IsSpineSource(tree.source[u])) {  // spine wins a (dedup-impossible) duplicate
         next = u;
         break;
       }
@@ -44,7 +44,7 @@ AcceptResult WalkTree(const DraftTree& tree, const std::function<int32_t(int nod
       break;
     }
     out.path.push_back(next);
-    has_spine |= tree.source[next] == NodeSource::kSpine;
+    has_spine |= IsSpineSource(tree.source[next]);
     has_branch |= tree.source[next] == NodeSource::kBranch;
     if (is_stop && is_stop(tok)) {  // generation ends on this accepted token: no bonus
       out.stopped = true;

@@ -75,23 +75,54 @@ TEST(Cli, EverySpecPrintsTheSameText) {
   EXPECT_EQ(sampled.out, sampled_spec.out);
 }
 
-// Without --budget a method sizes its trees by this machine's costs (auto); --budget 0 gives it
-// its own default (tr: an 81-node template, which the tiny model's prompt leaves room for).
-TEST(Cli, BudgetIsAutoUnlessGiven) {
+// Without --spec goose speculates; without --budget a method sizes its trees by this
+// machine's costs (auto); --budget 0 gives it its own default (tr: an 81-node template, which
+// the tiny model's prompt leaves room for).
+TEST(Cli, SpeculationAndAutoBudgetUnlessTold) {
   const std::string base = "generate -m " + Model() +
                            " -p 'Lily and Tom went to the park. Lily and Tom' -n 24 -t 1 --json";
   const RunResult deflt = Goose(base + " --spec tr");
   const RunResult own = Goose(base + " --spec tr --budget 0");
-  const RunResult plain = Goose(base);
-  ASSERT_EQ(deflt.exit_code, 0) << deflt.err;
-  ASSERT_EQ(own.exit_code, 0) << own.err;
-  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  const RunResult plain = Goose(base + " --spec none");
+  const RunResult given_nothing = Goose(base);
+  for (const RunResult* r : {&deflt, &own, &plain, &given_nothing}) {
+    ASSERT_EQ(r->exit_code, 0) << r->err;
+  }
   const auto d = nlohmann::json::parse(deflt.out), o = nlohmann::json::parse(own.out);
+  const auto p = nlohmann::json::parse(plain.out), g = nlohmann::json::parse(given_nothing.out);
   EXPECT_EQ(d["stats"]["budget"], "auto");
   EXPECT_EQ(o["stats"]["budget"], 81);
-  EXPECT_EQ(nlohmann::json::parse(plain.out)["stats"]["budget"], 1);
+  EXPECT_EQ(p["stats"]["budget"], 1);
+  EXPECT_EQ(g["stats"]["method"], "goose");
+  EXPECT_EQ(g["stats"]["budget"], "auto");
   EXPECT_GT(o["stats"]["mean_tree_nodes"].get<double>(), 40.0);
   EXPECT_EQ(d["tokens"], o["tokens"]);
+  EXPECT_EQ(p["tokens"], o["tokens"]);
+  EXPECT_EQ(g["tokens"], o["tokens"]);
+}
+
+// --prediction FILE (or - for stdin): the output is the same, --json counts the prediction's
+// tokens the output reproduced, and the drafter drafted from it.
+TEST(Cli, PredictionIsDraftedFromAndCounted) {
+  const std::string base = "generate -m " + Model() + " -p 'Once upon a time' -n 48 -t 1 --json";
+  const RunResult plain = Goose(base + " --spec none");
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  const auto want = nlohmann::json::parse(plain.out);
+  const std::string file = TempPath("prediction.txt");
+  std::ofstream(file) << want["text"].get<std::string>();
+  // (A fixed budget: on the tiny model's own cost curve auto takes plain steps.)
+  const RunResult r = Goose(base + " --budget 16 --prediction " + file);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto got = nlohmann::json::parse(r.out);
+  EXPECT_EQ(got["tokens"], want["tokens"]);
+  const auto& p = got["stats"]["prediction"];
+  EXPECT_GE(p["accepted"].get<int>(), 46) << p;
+  EXPECT_EQ(p["accepted"].get<int>() + p["rejected"].get<int>(), p["tokens"].get<int>()) << p;
+  EXPECT_GT(got["stats"]["accepted"]["prediction"].get<int>(), 20) << got["stats"];
+  const RunResult piped = Goose(base + " --budget 16 --prediction - < " + file);
+  ASSERT_EQ(piped.exit_code, 0) << piped.err;
+  EXPECT_EQ(nlohmann::json::parse(piped.out)["stats"]["prediction"], p);
+  EXPECT_FALSE(nlohmann::json::parse(plain.out)["stats"].contains("prediction"));
 }
 
 TEST(Cli, SpecJsonHasPerSourceStats) {
@@ -316,7 +347,7 @@ TEST(Cli, HelpPrintsUsageAndExitsZero) {
   EXPECT_NE(sub.out.find("at most 64"), std::string::npos) << sub.out;
   // Defaults are shown, and what 0 and auto mean for --budget.
   EXPECT_NE(sub.out.find("=128"), std::string::npos) << sub.out;
-  EXPECT_NE(sub.out.find("--spec TEXT=none"), std::string::npos) << sub.out;
+  EXPECT_NE(sub.out.find("--spec TEXT=goose"), std::string::npos) << sub.out;
   EXPECT_NE(sub.out.find("goose 60"), std::string::npos) << sub.out;
   EXPECT_NE(sub.out.find("fixed unless given"), std::string::npos) << sub.out;
   const RunResult bench = Goose("bench --help");
@@ -434,6 +465,8 @@ TEST(Cli, BadInputGivesOneLineErrorAndNonZeroExit) {
   std::filesystem::create_directories(dir);
   std::string long_prompt;
   for (int i = 0; i < 40; ++i) long_prompt += "Once upon a time ";
+  const std::string long_file = TempPath("long_prediction.txt");
+  std::ofstream(long_file) << long_prompt;
   const std::string m = " -m " + Model();
   const std::string commands = "generate, tokenize, synth, bench, bench-serve, serve, bench-verify, demo";
   struct BadCase {
@@ -453,9 +486,9 @@ TEST(Cli, BadInputGivesOneLineErrorAndNonZeroExit) {
        "--stop-token: '-1' is not an integer in 0..2147483647"},
       {"threads above the pool's limit", "generate -t 65",
        "--threads: '65' is not an integer in 0..64"},
-      {"budget for plain decoding", "generate" + m + " --budget 8",
+      {"budget for plain decoding", "generate" + m + " --spec none --budget 8",
        "--budget applies to speculative methods, and --spec none decodes plainly"},
-      {"table file for plain decoding", "generate" + m + " --tr-cache /tmp/t.bin",
+      {"table file for plain decoding", "generate" + m + " --spec none --tr-cache /tmp/t.bin",
        "--tr-cache applies to speculative methods"},
       {"table file for a method without a table", "generate" + m + " --spec pld --tr-cache x",
        "--tr-cache applies to the methods with a transition table"},
@@ -496,6 +529,13 @@ TEST(Cli, BadInputGivesOneLineErrorAndNonZeroExit) {
        "prompt file '" + dir + "' is a directory"},
       {"prompt and prompt file", "generate" + m + " -p hi -f " + garbage,
        "with -p or -f, not both"},
+      {"missing prediction file", "generate" + m + " -p hi --prediction /nonexistent/p.txt",
+       "cannot read prediction file '/nonexistent/p.txt': no such file"},
+      {"prompt and prediction from stdin", "generate" + m + " -f - --prediction -",
+       "-f - and --prediction - both read stdin"},
+      {"prediction longer than the context",
+       "generate" + m + " -c 16 -p hi --prediction " + long_file, "--prediction: the text is "
+       "longer than the context of 16 tokens"},
       {"no command", "", "no command given (" + commands + ")"},
       {"unknown command", "frob", "unknown command 'frob' (" + commands + ")"},
       {"unknown dtype", "synth --hidden 8 --layers 1 --heads 1 --ffn 8 --dtype q9 -o /tmp/x.gguf",
@@ -542,7 +582,7 @@ TEST(Cli, HugeContextIsAMemoryError) {
 TEST(Cli, OutOfMemoryIsOneLineNotAnAbort) {
   if (kSanitized) GTEST_SKIP() << "sanitizers need more address space than the limit allows";
   // -c 2^20 on the tiny model: 1.25 GiB of KV cache, under a 1 GiB address-space limit.
-  const RunResult r = Goose("generate -m " + Model() + " -c 1048576 -p hi -n 1 -t 1",
+  const RunResult r = Goose("generate -m " + Model() + " -c 1048576 -p hi -n 1 -t 1 --spec none",
                             GooseBinary(), "ulimit -v 1048576; ");
   ExpectOneLineError(r, "bad_alloc backstop", "out of memory");
 }

@@ -166,6 +166,35 @@ TEST(ApiRequest, GooseExtension) {
   EXPECT_EQ(Ok(R"({"prompt": "x", "goose": {"spec": "pld"}})").spec, "pld");
 }
 
+// OpenAI's Predicted Outputs: a string or text parts; every other shape names the field.
+TEST(ApiRequest, Prediction) {
+  EXPECT_FALSE(Ok(R"({"prompt": "a"})").prediction.has_value());
+  EXPECT_FALSE(Ok(R"({"prompt": "a", "prediction": null})").prediction.has_value());
+  EXPECT_EQ(Ok(R"({"prompt": "a", "prediction": {"type": "content", "content": "x = 1"}})")
+                .prediction,
+            "x = 1");
+  EXPECT_EQ(Ok(R"({"messages": [{"role": "user", "content": "hi"}], "prediction": {"type":
+                "content", "content": [{"type": "text", "text": "a"}, {"type": "text",
+                "text": "b"}]}})",
+               ApiKind::kChat)
+                .prediction,
+            "ab");
+  EXPECT_EQ(Ok(R"({"prompt": "a", "prediction": {"type": "content", "content": ""}})").prediction,
+            "");
+  ExpectError(R"({"prompt": "a", "prediction": "x"})", "prediction", "must be {");
+  ExpectError(R"({"prompt": "a", "prediction": {"content": "x"}})", "prediction",
+              "prediction.type must be \"content\"");
+  ExpectError(R"({"prompt": "a", "prediction": {"type": "text", "content": "x"}})", "prediction",
+              "not \"text\"");
+  ExpectError(R"({"prompt": "a", "prediction": {"type": "content"}})", "prediction",
+              "prediction.content is required");
+  ExpectError(R"({"prompt": "a", "prediction": {"type": "content", "content": 7}})", "prediction",
+              "not an integer");
+  ExpectError(R"({"prompt": "a", "prediction": {"type": "content", "content": [{"type":
+              "image_url", "image_url": {"url": "x"}}]}})",
+              "prediction", "prediction.content[0] must be");
+}
+
 TEST(ApiRequest, BodiesThatAreNotJsonObjects) {
   ExpectError("", "", "not valid JSON");
   ExpectError("{\"prompt\": ", "", "not valid JSON");

@@ -103,6 +103,47 @@ const sampling = { temperature: 0.8, top_p: 0.9, top_k: 40, seed: 7 };
        wantSampled, 'sampled streamed chat');
 }
 
+// Predicted Outputs: the SDK sends `prediction` (chat and completions) and reads the counts of
+// the prediction's tokens the answer reproduced and did not; the text never changes.
+{
+  const messages = [{ role: 'user', content: 'A story about a dog.' }];
+  const rendered = '<|im_start|>user\nA story about a dog.<|im_end|>\n<|im_start|>assistant\n';
+  const want = generate(rendered, 48);
+  const edited = want.replace(/ the /, ' a ');
+  for (const prediction of [want, edited]) {
+    const r = await client.chat.completions.create({
+      model: 'goose', messages, max_tokens: 48,
+      prediction: { type: 'content', content: prediction } });
+    same(r.choices[0].message.content, want, 'chat with a prediction');
+    const d = r.usage.completion_tokens_details;
+    assert.ok(d && d.accepted_prediction_tokens > 30, `accepted: ${JSON.stringify(r.usage)}`);
+    assert.ok(d.rejected_prediction_tokens >= 0, `rejected: ${JSON.stringify(r.usage)}`);
+  }
+  const stream = await client.chat.completions.create({
+    model: 'goose', messages, max_tokens: 48, stream: true,
+    stream_options: { include_usage: true },
+    prediction: { type: 'content', content: [{ type: 'text', text: edited }] } });
+  let text = '';
+  let usage = null;
+  for await (const chunk of stream) {
+    text += chunk.choices[0]?.delta?.content ?? '';
+    if (chunk.usage) usage = chunk.usage;
+  }
+  same(text, want, 'streamed chat with a prediction in parts');
+  assert.ok(usage.completion_tokens_details.accepted_prediction_tokens > 30, JSON.stringify(usage));
+  const c = await client.completions.create({
+    model: 'goose', prompt, max_tokens: 24, prediction: { type: 'content', content: 'xyz' } });
+  assert.ok(c.usage.completion_tokens_details.rejected_prediction_tokens > 0, JSON.stringify(c.usage));
+  const plain = await client.completions.create({ model: 'goose', prompt, max_tokens: 8 });
+  assert.equal(plain.usage.completion_tokens_details, undefined, 'no details without a prediction');
+  await assert.rejects(client.chat.completions.create({
+    model: 'goose', messages, prediction: { type: 'content', content: 7 } }), (e) => {
+    assert.equal(e.status, 400);
+    assert.match(e.message, /prediction.content must be a string/);
+    return true;
+  });
+}
+
 // Errors arrive as the SDK's typed errors, with goose's message.
 await assert.rejects(client.completions.create({ model: 'goose', prompt, n: 2 }), (e) => {
   assert.ok(e instanceof OpenAI.BadRequestError, String(e));

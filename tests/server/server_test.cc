@@ -140,6 +140,60 @@ TEST_F(ServerTest, CompletionIsPlainDecodingStreamedOrNot) {
   }
 }
 
+// OpenAI's Predicted Outputs: the answer is plain decoding's whatever the prediction, and usage
+// counts the prediction's tokens the answer reproduced (accepted) and the rest (rejected), in
+// the answer and in the streamed usage chunk; without a prediction there are no such details.
+TEST_F(ServerTest, PredictionCountsAcceptedAndRejectedTokens) {
+  auto c = server_->Client();
+  const std::string want = ReferenceText(kPrompt, 40);
+  const std::string edited = want.substr(0, want.size() / 2) + " purple " +
+                             want.substr(want.size() / 2);
+  auto usage_of = [&](const json& body, bool stream) {
+    json b = body;
+    if (!stream) {
+      auto res = PostJson(c, "/v1/completions", b.dump());
+      EXPECT_TRUE(res && res->status == 200) << (res ? res->body : "no answer");
+      if (!res || res->status != 200) return json();
+      const json j = json::parse(res->body);
+      EXPECT_EQ(j["choices"][0]["text"], want);
+      return j["usage"];
+    }
+    b["stream"] = true;
+    b["stream_options"] = {{"include_usage", true}};
+    const std::vector<json> events = ParseSse(PostStream(c, "/v1/completions", b.dump()));
+    EXPECT_GE(events.size(), 3u);
+    if (events.size() < 3) return json();
+    EXPECT_EQ(StreamedText(events, false), want);
+    return events[events.size() - 2]["usage"];
+  };
+  for (const char* spec : {"goose", "pld", "none"}) {
+    for (bool stream : {false, true}) {
+      SCOPED_TRACE(std::string(spec) + (stream ? " streamed" : ""));
+      const json base = CompletionRequestBody(40, {{"goose", {{"spec", spec}}}});
+      EXPECT_FALSE(usage_of(base, stream).contains("completion_tokens_details"));
+      json right = base, part = base, other = base;
+      right["prediction"] = {{"type", "content"}, {"content", want}};
+      part["prediction"] = {{"type", "content"}, {"content", edited}};
+      other["prediction"] = {{"type", "content"}, {"content", "3.14159 2.71828 1.41421"}};
+      const json r = usage_of(right, stream)["completion_tokens_details"];
+      EXPECT_GT(r["accepted_prediction_tokens"].get<int>(), 30) << r;
+      EXPECT_LE(r["rejected_prediction_tokens"].get<int>(), 2) << r;
+      const json p = usage_of(part, stream)["completion_tokens_details"];
+      EXPECT_GT(p["accepted_prediction_tokens"].get<int>(), 30) << p;
+      EXPECT_GE(p["rejected_prediction_tokens"].get<int>(), 1) << p;
+      const json o = usage_of(other, stream)["completion_tokens_details"];
+      EXPECT_LE(o["accepted_prediction_tokens"].get<int>(), 1) << o;  // (its leading space)
+      EXPECT_GT(o["rejected_prediction_tokens"].get<int>(), 5) << o;
+    }
+  }
+  json too_long = CompletionRequestBody(4);
+  too_long["prediction"] = {{"type", "content"}, {"content", std::string(40000, 'x')}};
+  auto res = PostJson(c, "/v1/completions", too_long.dump());
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 400);
+  EXPECT_EQ(json::parse(res->body)["error"]["param"], "prediction") << res->body;
+}
+
 TEST_F(ServerTest, SeededSamplingIsPlainSampling) {
   auto c = server_->Client();
   SamplingParams s;
