@@ -155,4 +155,13 @@ std::string ReadStdin() {
   return ss.str();
 }
 
+void AddKvTypeFlag(CLI::App& app, KvType* kv) {
+  app.add_option_function<std::string>(
+         "--kv-type", [kv](const std::string& name) { ParseKvType(name, kv); },
+         "KV cache elements: f16 (half the memory and, deep in a prompt, faster) or f32; "
+         "the output is plain decoding's with either")
+      ->check(CLI::IsMember({"f16", "f32"}))
+      ->default_str(KvTypeName(*kv));
+}
+
 }  // namespace goose::cli

@@ -33,6 +33,7 @@ struct BenchFlags {
   float temp = 0.0f;
   uint64_t seed = 0;
   bool quiet = false, stop_at_eos = false, recalibrate = false;
+  KvType kv = KvType::kF16;
 };
 
 std::string Join(const std::vector<std::string>& items) {
@@ -179,6 +180,7 @@ int RunBenchCommand(const BenchFlags& f) {
   if (so.model_path.empty()) return 1;
   so.draft_model_path = f.model_draft;
   so.n_threads = f.threads;
+  so.kv_type = f.kv;
   // One engine per config, each with a context of at most the default size; their batches are
   // trees of at most 128 nodes and prefill passes of prefill_chunk tokens.
   so.n_contexts = static_cast<int>(configs->size());
@@ -245,6 +247,7 @@ Runner AddBenchCommand(CLI::App& app) {
                  "a verify-cost curve saved as JSON (bench-verify --json, a cost cache file) to "
                  "project onto instead of --cost-model")
       ->excludes(cm);
+  AddKvTypeFlag(app, &f->kv);
   app.add_option("-t,--threads", f->threads, "threads, at most 64 (0 = all cores)")
       ->check(IntIn(0, 64));
   app.add_flag("--quiet", f->quiet, "no progress bar or table on the terminal");

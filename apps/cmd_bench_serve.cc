@@ -20,6 +20,7 @@ struct ServeBenchFlags {
   std::string model, data = "tinystories:8", data_dir, out = "bench-serve-out", budget = "auto";
   ServeBenchOptions opt;
   int threads = 0, n_ctx = 0;
+  KvType kv = KvType::kF16;
   bool table_cache = false;
 };
 
@@ -69,6 +70,7 @@ int RunServeBenchCommand(ServeBenchFlags& f) {
   if (so.model_path.empty()) return 1;
   so.n_threads = f.threads;
   so.n_ctx = f.n_ctx;
+  so.kv_type = f.kv;
   so.n_contexts = 2 * max_clients;  // a loop's slots at a time (and the one before it)
   so.n_batch = 256;
   so.memory_flags = "-c or --clients";
@@ -109,6 +111,7 @@ Runner AddBenchServeCommand(CLI::App& app) {
   app.add_option("--seed", f->opt.seed, "sampling seed");
   app.add_option("-c,--ctx-size", f->n_ctx, "context per slot (0 = min(model, 4096))")
       ->check(IntIn(0, 1 << 20));
+  AddKvTypeFlag(app, &f->kv);
   app.add_option("-t,--threads", f->threads, "threads, at most 64 (0 = all cores)")
       ->check(IntIn(0, 64));
   app.add_option("--out", f->out, "output folder");

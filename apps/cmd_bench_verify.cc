@@ -31,8 +31,8 @@ struct DecodeProfile {
 
 // Plain one-token passes after `prefix` tokens, with MatMul's timer on.
 StatusOr<DecodeProfile> ProfileDecode(const Model& model, ThreadPool* pool, int prefix,
-                                      int tokens) {
-  Context ctx(model, prefix + tokens + 1, pool);
+                                      int tokens, KvType kv) {
+  Context ctx(model, prefix + tokens + 1, pool, kv);
   SplitMix64 rng(3);
   const int n_vocab = model.config().n_vocab;
   std::vector<int32_t> prompt(prefix);
@@ -76,7 +76,8 @@ double Seconds(const std::chrono::steady_clock::time_point& t0) {
 // burst of load from another process hits both alike.
 StatusOr<std::vector<SequencesPoint>> MeasureSequences(const Model& model, ThreadPool* pool,
                                                        int n_seqs, int prefix,
-                                                       const std::vector<int>& nodes, int reps) {
+                                                       const std::vector<int>& nodes, int reps,
+                                                       KvType kv) {
   const int max_nodes = *std::max_element(nodes.begin(), nodes.end());
   const int n_vocab = model.config().n_vocab;
   SplitMix64 rng(5);
@@ -87,7 +88,7 @@ StatusOr<std::vector<SequencesPoint>> MeasureSequences(const Model& model, Threa
   };
   std::vector<std::unique_ptr<Context>> ctxs;
   for (int s = 0; s < n_seqs; ++s) {
-    ctxs.push_back(std::make_unique<Context>(model, prefix + max_nodes + 1, pool));
+    ctxs.push_back(std::make_unique<Context>(model, prefix + max_nodes + 1, pool, kv));
     GOOSE_RETURN_IF_ERROR(ctxs.back()->ForwardChain(random_tokens(prefix)));
     ctxs.back()->KeepAll();
   }
@@ -154,16 +155,118 @@ int PrintSequences(const std::vector<SequencesPoint>& points, int n_seqs, int pr
   return 0;
 }
 
+struct BenchVerifyFlags {
+  std::string model;
+  std::vector<int> nodes = {1, 2, 4, 8, 16, 32, 64, 128};
+  int prefix = 256, reps = 5, threads = 0, sequences = 1;
+  KvType kv = KvType::kF16;
+  bool json = false;
+};
+
+int PrintCurve(const BenchVerifyFlags& f, const std::string& path, const Model& model,
+               ThreadPool& pool, const std::vector<VerifyCostPoint>& curve,
+               const DecodeProfile& decode, double c1) {
+  const double bw = MeasureReadBandwidth(&pool);
+  const uint64_t bytes = model.weight_bytes();
+  const LlamaConfig& cfg = model.config();
+  // What a pass reads besides the weights: the KV cache of the prefix.
+  const uint64_t kv_bytes = KvCacheBytes(cfg, f.prefix, f.kv);
+  const CpuPeak peak = EstimateCpuPeak(pool.size());
+  const double decode_tps = 1.0 / decode.seconds_per_token;
+  if (f.json) {
+    nlohmann::json j;
+    j["model_bytes"] = bytes;
+    j["kv_type"] = KvTypeName(f.kv);
+    j["kv_bytes_at_prefix"] = kv_bytes;
+    j["bandwidth_gbps"] = bw;
+    j["decode_tokens_per_second"] = decode_tps;
+    j["decode_matmul_share"] = decode.matmul_share;
+    j["peak_f32_gflops"] = peak.f32_gflops();
+    j["peak_int8_gops"] = peak.int8_gops();
+    j["threads"] = pool.size();
+    j["prefix"] = f.prefix;
+    nlohmann::json arr = nlohmann::json::array();
+    for (const auto& p : curve) {
+      arr.push_back({{"nodes", p.nodes},
+                     {"seconds", p.seconds},
+                     {"matmul_share", p.matmul_share},
+                     {"gbps", (bytes + kv_bytes) / p.seconds / 1e9},
+                     {"gflops", PassFlops(cfg, p.nodes, f.prefix) / p.seconds / 1e9}});
+    }
+    j["curve"] = arr;
+    std::printf("%s\n", j.dump().c_str());
+    return 0;
+  }
+  std::printf("model: %s\nweights: %.2f MB | %s KV cache at %d tokens: %.2f MB | read "
+              "bandwidth: %.1f GB/s | threads: %d\n",
+              path.c_str(), bytes / 1e6, KvTypeName(f.kv), f.prefix, kv_bytes / 1e6, bw,
+              pool.size());
+  std::printf("nominal peak (%d cores x %.2f GHz, %s; assumes 2 vector pipes/core): "
+              "%.0f GFLOP/s f32, %.0f GOP/s int8\n",
+              peak.cores, peak.ghz, peak.path, peak.f32_gflops(), peak.int8_gops());
+  const double read = (bytes + kv_bytes) * decode_tps / 1e9;
+  std::printf("plain decode: %.1f tok/s = %.1f GB/s of weights and KV cache (%.0f%% of measured "
+              "bandwidth; the limit is %.1f tok/s); %.0f%% of decode time outside matmuls\n",
+              decode_tps, read, 100.0 * read / bw, bw * 1e9 / (bytes + kv_bytes),
+              100.0 * (1.0 - decode.matmul_share));
+  std::printf("%6s %12s %10s %12s %8s %9s %8s\n", "nodes", "ms/pass", "c(N)/c(1)", "tokens/s",
+              "GB/s", "GFLOP/s", "matmul");
+  for (const auto& p : curve) {
+    std::printf("%6d %12.3f %10.2f %12.1f %8.1f %9.1f %7.0f%%\n", p.nodes, p.seconds * 1e3,
+                c1 > 0 ? p.seconds / c1 : 0.0, p.nodes / p.seconds,
+                (bytes + kv_bytes) / p.seconds / 1e9,
+                PassFlops(cfg, p.nodes, f.prefix) / p.seconds / 1e9, 100.0 * p.matmul_share);
+  }
+  return 0;
+}
+
+int RunBenchVerify(const BenchVerifyFlags& f) {
+  const std::string path = ResolveModelPath(f.model);
+  if (path.empty()) return 1;
+  auto model = Model::Load(path);
+  if (!model.ok()) return Fail(model.status().message());
+  // One context at a time: the tree passes' (prefix + nodes), then plain decoding's (prefix +
+  // at most 128 tokens); the prefix is one batch.
+  const int max_nodes = *std::max_element(f.nodes.begin(), f.nodes.end());
+  const int n_ctx = f.prefix + std::max(max_nodes, 128) + 1;
+  if (Status st = CheckContextMemory((*model)->config(), n_ctx, std::max(f.prefix, max_nodes),
+                                     f.sequences, "--prefix or --sequences", f.kv);
+      !st.ok()) {
+    return Fail(st.message());
+  }
+  ThreadPool pool(f.threads > 0 ? f.threads : ThreadPool::DefaultThreads());
+  if (f.sequences > 1) {
+    if (!f.json) std::fprintf(stderr, "measuring %zu sizes...\n", f.nodes.size());
+    auto points =
+        MeasureSequences(**model, &pool, f.sequences, f.prefix, f.nodes, f.reps, f.kv);
+    if (!points.ok()) return Fail(points.status().message());
+    return PrintSequences(*points, f.sequences, f.prefix, pool.size(), f.json);
+  }
+  VerifyCostOptions opt;
+  opt.nodes = f.nodes;
+  opt.prefix = f.prefix;
+  opt.reps = f.reps;
+  opt.kv_type = f.kv;
+  if (!f.json) std::fprintf(stderr, "measuring %zu tree sizes...\n", opt.nodes.size());
+  auto curve = MeasureVerifyCost(**model, &pool, opt);
+  if (!curve.ok()) return Fail(curve.status().message());
+  // One-token passes for ~0.5 s of decoding, at least `reps` and at most 128 (so the
+  // context, and with it attention's cost, stays close to the prefix).
+  double c1 = 0;
+  for (const auto& p : *curve) {
+    if (p.nodes == 1) c1 = p.seconds;
+  }
+  const int decode_tokens =
+      std::max(opt.reps, std::min(128, c1 > 0 ? static_cast<int>(0.5 / c1) : opt.reps));
+  auto decode = ProfileDecode(**model, &pool, opt.prefix, decode_tokens, f.kv);
+  if (!decode.ok()) return Fail(decode.status().message());
+  return PrintCurve(f, path, **model, pool, *curve, *decode, c1);
+}
+
 }  // namespace
 
 Runner AddBenchVerifyCommand(CLI::App& app) {
-  struct Flags {
-    std::string model;
-    std::vector<int> nodes = {1, 2, 4, 8, 16, 32, 64, 128};
-    int prefix = 256, reps = 5, threads = 0, sequences = 1;
-    bool json = false;
-  };
-  auto f = std::make_shared<Flags>();
+  auto f = std::make_shared<BenchVerifyFlags>();
   app.add_option("-m,--model", f->model, "GGUF model");
   app.add_option("--nodes", f->nodes, "tree sizes to time")->delimiter(',')->check(IntIn(1, 128));
   app.add_option("--prefix", f->prefix, "tokens already in the KV cache")->check(IntIn(1, 1 << 20));
@@ -173,90 +276,9 @@ Runner AddBenchVerifyCommand(CLI::App& app) {
   app.add_option("--sequences", f->sequences,
                  "S > 1: one pass over S sequences of N nodes each vs S passes of N nodes")
       ->check(IntIn(1, 64));
+  AddKvTypeFlag(app, &f->kv);
   app.add_flag("--json", f->json, "print one JSON object");
-  return [f] {
-    const std::string path = ResolveModelPath(f->model);
-    if (path.empty()) return 1;
-    auto model = Model::Load(path);
-    if (!model.ok()) return Fail(model.status().message());
-    // One context at a time: the tree passes' (prefix + nodes), then plain decoding's (prefix +
-    // at most 128 tokens); the prefix is one batch.
-    const int max_nodes = *std::max_element(f->nodes.begin(), f->nodes.end());
-    const int n_ctx = f->prefix + std::max(max_nodes, 128) + 1;
-    if (Status st = CheckContextMemory((*model)->config(), n_ctx, std::max(f->prefix, max_nodes),
-                                       f->sequences, "--prefix or --sequences");
-        !st.ok()) {
-      return Fail(st.message());
-    }
-    ThreadPool pool(f->threads > 0 ? f->threads : ThreadPool::DefaultThreads());
-    if (f->sequences > 1) {
-      if (!f->json) std::fprintf(stderr, "measuring %zu sizes...\n", f->nodes.size());
-      auto points = MeasureSequences(**model, &pool, f->sequences, f->prefix, f->nodes, f->reps);
-      if (!points.ok()) return Fail(points.status().message());
-      return PrintSequences(*points, f->sequences, f->prefix, pool.size(), f->json);
-    }
-    VerifyCostOptions opt;
-    opt.nodes = f->nodes;
-    opt.prefix = f->prefix;
-    opt.reps = f->reps;
-    if (!f->json) std::fprintf(stderr, "measuring %zu tree sizes...\n", opt.nodes.size());
-    auto curve = MeasureVerifyCost(**model, &pool, opt);
-    if (!curve.ok()) return Fail(curve.status().message());
-    // One-token passes for ~0.5 s of decoding, at least `reps` and at most 128 (so the
-    // context, and with it attention's cost, stays close to the prefix).
-    double c1 = 0;
-    for (const auto& p : *curve) {
-      if (p.nodes == 1) c1 = p.seconds;
-    }
-    const int decode_tokens =
-        std::max(opt.reps, std::min(128, c1 > 0 ? static_cast<int>(0.5 / c1) : opt.reps));
-    auto decode = ProfileDecode(**model, &pool, opt.prefix, decode_tokens);
-    if (!decode.ok()) return Fail(decode.status().message());
-    const double bw = MeasureReadBandwidth(&pool);
-    const uint64_t bytes = (*model)->weight_bytes();
-    const LlamaConfig& cfg = (*model)->config();
-    const CpuPeak peak = EstimateCpuPeak(pool.size());
-    const double decode_tps = 1.0 / decode->seconds_per_token;
-    if (f->json) {
-      nlohmann::json j;
-      j["model_bytes"] = bytes;
-      j["bandwidth_gbps"] = bw;
-      j["decode_tokens_per_second"] = decode_tps;
-      j["decode_matmul_share"] = decode->matmul_share;
-      j["peak_f32_gflops"] = peak.f32_gflops();
-      j["peak_int8_gops"] = peak.int8_gops();
-      j["threads"] = pool.size();
-      j["prefix"] = opt.prefix;
-      nlohmann::json arr = nlohmann::json::array();
-      for (const auto& p : *curve) {
-        arr.push_back({{"nodes", p.nodes},
-                       {"seconds", p.seconds},
-                       {"matmul_share", p.matmul_share},
-                       {"gbps", bytes / p.seconds / 1e9},
-                       {"gflops", PassFlops(cfg, p.nodes, opt.prefix) / p.seconds / 1e9}});
-      }
-      j["curve"] = arr;
-      std::printf("%s\n", j.dump().c_str());
-      return 0;
-    }
-    std::printf("model: %s\nweights: %.2f MB | read bandwidth: %.1f GB/s | threads: %d\n",
-                path.c_str(), bytes / 1e6, bw, pool.size());
-    std::printf("nominal peak (%d cores x %.2f GHz, %s; assumes 2 vector pipes/core): "
-                "%.0f GFLOP/s f32, %.0f GOP/s int8\n",
-                peak.cores, peak.ghz, peak.path, peak.f32_gflops(), peak.int8_gops());
-    std::printf("plain decode: %.1f tok/s = %.1f GB/s of weights (%.0f%% of measured "
-                "bandwidth); %.0f%% of decode time outside matmuls\n",
-                decode_tps, bytes * decode_tps / 1e9, 100.0 * bytes * decode_tps / 1e9 / bw,
-                100.0 * (1.0 - decode->matmul_share));
-    std::printf("%6s %12s %10s %12s %8s %9s %8s\n", "nodes", "ms/pass", "c(N)/c(1)", "tokens/s",
-                "GB/s", "GFLOP/s", "matmul");
-    for (const auto& p : *curve) {
-      std::printf("%6d %12.3f %10.2f %12.1f %8.1f %9.1f %7.0f%%\n", p.nodes, p.seconds * 1e3,
-                  c1 > 0 ? p.seconds / c1 : 0.0, p.nodes / p.seconds, bytes / p.seconds / 1e9,
-                  PassFlops(cfg, p.nodes, opt.prefix) / p.seconds / 1e9, 100.0 * p.matmul_share);
-    }
-    return 0;
-  };
+  return [f] { return RunBenchVerify(*f); };
 }
 
 }  // namespace goose::cli

@@ -38,6 +38,7 @@ struct DemoFlags {
   std::string model, shape = "small-0.5b", spec = "goose", budget = "auto";
   int n_predict = 256, prompts = 6, threads = 0;
   bool json = false, rebuild = false;
+  KvType kv = KvType::kF16;
 };
 
 // The inflated model, built once into the cache directory (a temporary file, then a rename, so
@@ -164,6 +165,7 @@ int RunDemo(const DemoFlags& f) {
   SessionOptions so;
   so.model_path = *path;
   so.n_threads = f.threads;
+  so.kv_type = f.kv;
   so.n_contexts = 2;  // plain and speculative
   so.budget_auto = spec_params.spec.auto_budget;
   so.on_note = [](const std::string& line) { std::fprintf(stderr, "goose: %s\n", line.c_str()); };
@@ -211,6 +213,7 @@ Runner AddDemoCommand(CLI::App& app) {
       ->check(IntIn(1, kMaxPrompts));
   app.add_option("--spec", f->spec, "the speculative method: " + MethodNames());
   app.add_option("--budget", f->budget, "tree node budget: 1..128 or auto");
+  AddKvTypeFlag(app, &f->kv);
   app.add_option("-t,--threads", f->threads, "threads (0 = all cores)")
       ->check(IntIn(0, 64));
   app.add_flag("--rebuild", f->rebuild, "build the inflated model again");

@@ -39,6 +39,7 @@ struct GenerateFlags {
        no_table_cache = false;
   std::string prompt_ids;  // --prompt-ids: the prompt as token ids
   int top_logits = 0;      // --top-logits K
+  KvType kv = KvType::kF16;
 };
 
 // --prompt-ids "1,403,407": comma-separated ids in [0, n_vocab), taken as they are (no BOS).
@@ -309,6 +310,7 @@ SessionOptions SessionFor(const GenerateFlags& f, const std::string& path, bool 
   so.draft_model_path = f.model_draft;
   so.n_threads = f.threads;
   so.n_ctx = f.n_ctx;
+  so.kv_type = f.kv;
   so.n_contexts = f.top_logits > 0 ? 2 : 1;  // --top-logits scores the prompt again
   so.table_cache = !f.no_table_cache;
   so.budget_auto = budget_auto;
@@ -410,6 +412,7 @@ Runner AddGenerateCommand(CLI::App& app) {
   app.add_option("-n,--n-predict", f->n_predict, "tokens to generate")->check(IntIn(0, 1 << 24));
   app.add_option("-c,--ctx-size", f->n_ctx, "context length (0 = min(model, 4096))")
       ->check(IntIn(0, 1 << 20));
+  AddKvTypeFlag(app, &f->kv);
   app.add_option("-b,--batch-size", f->batch,
                  "prompt tokens per prefill pass (0 = the whole prompt in one)")
       ->check(IntIn(0, 1 << 24));

@@ -131,6 +131,7 @@ Runner AddServeCommand(CLI::App& app) {
   app.add_option("-b,--batch-size", o.prefill_chunk,
                  "prompt tokens per prefill pass (0 = the whole prompt in one)")
       ->check(CLI::Range(0, 1 << 24));
+  AddKvTypeFlag(app, &o.kv_type);
   app.add_option("-t,--threads", o.n_threads, "threads, at most 64 (0 = all cores)")
       ->check(CLI::Range(0, 64));
   app.add_option("--threads-http", o.n_http_threads,

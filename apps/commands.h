@@ -9,6 +9,7 @@
 
 #include "method/method.h"
 #include "model/llama_config.h"
+#include "model/model.h"
 #include "util/status.h"
 
 namespace goose::cli {
@@ -47,6 +48,9 @@ Status CheckWritableDir(const std::string& dir, const std::string& flag);
 // in 0..16777216".
 CLI::Validator IntIn(int64_t lo, int64_t hi);
 CLI::Validator NumberIn(double lo, double hi);
+
+// --kv-type f16|f32: the KV cache's elements (model.h KvType; f16 unless given).
+void AddKvTypeFlag(CLI::App& app, KvType* kv);
 
 // --budget: 0..128 sets spec->budget (0 = the method's default); "auto" is accepted and left to
 // the caller, which sets spec->auto_budget once the cost curve is loaded.

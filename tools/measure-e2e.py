@@ -19,6 +19,11 @@ What it runs
      draft.gguf). --repeat R runs each prompt's configs R times in rotated orders, every
      repeat from what each config had learned before the prompt: on a shared machine a
      config's speed moves 5-10% from one run to the next.
+  3. Edits (issue 31): --data edits runs the first --n tinystories and --n spec_bench prompts,
+     each with a prediction (goose generate --prediction) that is the model's own greedy output
+     with one token in ten replaced by another token of the outputs (seeded); --data unrelated gives each the
+     greedy output of another prompt instead. The configs ending in +pred pass it; the rest
+     ignore it.
 Prints per data set and overall: decode tokens/s (the decode phase, from --json) and whole-
 process tokens/s (wall clock: load, prefill and decode), each as a ratio to plain decoding,
 MAT, mean tree size and the draft share (draft-model methods: the part of the decode time spent
@@ -33,6 +38,7 @@ import argparse
 import gzip
 import json
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -60,15 +66,45 @@ def prompts(name, first, count):
     return rows[first:first + count]
 
 
+def decode(a, model, ids):
+    out = subprocess.run([a.goose, "tokenize", "-m", model, "--decode", ",".join(map(str, ids))],
+                         capture_output=True, text=True, check=True)
+    return out.stdout[:-1] if out.stdout.endswith("\n") else out.stdout
+
+
+def predictions(a, model, ds, texts, cache):
+    """Per prompt: the file holding its prediction (edits, unrelated), else None."""
+    if ds not in ("edits", "unrelated"):
+        return [None] * len(texts)
+    outs = [generate(a, model, t, "none", None, [], cache)["tokens"] for t in texts]
+    rng = random.Random(31)
+    words = sorted({t for toks in outs for t in toks})  # (a random id may be half a character)
+    files = []
+    for i, toks in enumerate(outs):
+        if ds == "edits":
+            toks = list(toks)
+            for b in range(0, len(toks), 10):  # one token in ten, at a random place
+                k = min(len(toks) - 1, b + rng.randrange(10))
+                toks[k] = rng.choice([w for w in words if w != toks[k]])
+        else:
+            toks = outs[(i + 1) % len(outs)]
+        path = os.path.join(a.work, f"prediction-{ds}-{i}.txt")
+        with open(path, "w") as f:
+            f.write(decode(a, model, toks))
+        files.append(path)
+    return files
+
+
 def replace_dir(src, dst):
     """dst becomes a copy of src."""
     shutil.rmtree(dst, ignore_errors=True)
     shutil.copytree(src, dst)
 
 
-def generate(a, model, prompt, spec, budget, extra, cache):
+def generate(a, model, prompt, spec, budget, extra, cache, prediction=None):
     os.environ["XDG_CACHE_HOME"] = cache
-    extra = [x for f in extra for x in ([f, a.draft] if f == "-md" else [f])]
+    flag = {"-md": ["-md", a.draft], "PRED": ["--prediction", prediction] if prediction else []}
+    extra = [x for f in extra for x in flag.get(f, [f])]
     cmd = [a.goose, "generate", "-m", model, "-p", prompt, "-n", str(a.tokens), "--ignore-eos",
            "-t", str(a.threads), "--json", "--spec", spec] + (["--budget", budget] if budget else [])
     t0 = time.monotonic()
@@ -90,6 +126,9 @@ CONFIGS = [  # label, spec, budget, extra flags
     ("goose@8", "goose", "8", []),
     ("goose@16", "goose", "16", []),
     ("goose@auto cold", "goose", "auto", ["--no-table-cache"]),
+    # With a prediction (the edits and unrelated data sets; elsewhere as without).
+    ("goose@auto+pred", "goose", "auto", ["PRED"]),
+    ("pld@auto+pred", "pld", "auto", ["PRED"]),
     # With --draft (a drafter of the same vocabulary, e.g. tools/measure-graft.sh's pair).
     ("graft@auto", "graft", "auto", ["-md"]),
     ("graft@8", "graft", "8", ["-md"]),
@@ -143,9 +182,12 @@ def main():
 
     runs = []  # (dataset, prompt index, label, result)
     sets = a.data.split(",")
-    total = len(sets) * a.n * len(configs) * a.repeat
+    total = sum(2 if ds in ("edits", "unrelated") else 1 for ds in sets) * a.n * len(configs) * a.repeat
     for ds in sets:
-        for i, text in enumerate(prompts(ds, 0, a.n)):
+        texts = (prompts("tinystories", 0, a.n) + prompts("spec_bench", 0, a.n)
+                 if ds in ("edits", "unrelated") else prompts(ds, 0, a.n))
+        preds = predictions(a, model, ds, texts, f"{caches}/curve")
+        for i, text in enumerate(texts):
             # Repeats start from what each config had learned before the prompt (its text is
             # not yet in the table), in rotated orders (no config always runs after another).
             if a.repeat > 1:
@@ -156,7 +198,7 @@ def main():
                 for label, spec, budget, extra in configs[k:] + configs[:k]:
                     if rep > 0:
                         replace_dir(cache_of[label] + ".before", cache_of[label])
-                    r = generate(a, model, text, spec, budget, extra, cache_of[label])
+                    r = generate(a, model, text, spec, budget, extra, cache_of[label], preds[i])
                     runs.append((ds, i, label, r))
                     print(f"\r{len(runs)}/{total} runs", end="", file=sys.stderr, flush=True)
     print(file=sys.stderr)

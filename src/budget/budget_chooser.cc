@@ -215,7 +215,8 @@ BudgetChooser::BudgetChooser(const std::vector<CostSample>& cost, BudgetChooserO
   interval_ = std::max(1, opt_.probe_every);
 }
 
-void BudgetChooser::SetCost(const std::vector<CostSample>& cost) {
+void BudgetChooser::SetCost(const std::vector<CostSample>& cost, int depth) {
+  cost_depth_ = depth;
   const size_t old_size = cost_.size();
   cost_ = ExpandCostCurve(cost);
   if (cost_.empty()) cost_ = {0.0, 1.0};  // no curve: only plain decoding is known to be safe

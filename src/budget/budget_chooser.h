@@ -104,9 +104,11 @@ struct BudgetChooserOptions {
 class BudgetChooser {
  public:
   explicit BudgetChooser(const std::vector<CostSample>& cost, BudgetChooserOptions opt = {});
-  // A new curve over the same largest size (the engine's corrected one), keeping what was
-  // learned and counted.
-  void SetCost(const std::vector<CostSample>& cost);
+  // A new curve over the same largest size (the engine's corrected one, as it costs `depth`
+  // tokens into a context), keeping what was learned and counted.
+  static constexpr int kUnknownDepth = -(1 << 30);
+  void SetCost(const std::vector<CostSample>& cost, int depth = kUnknownDepth);
+  int cost_depth() const { return cost_depth_; }
   // The budget of the next cycle, from the variant's statistics and budget history.
   int Choose(const SpecStats& stats, const BudgetHistory& history);
   // The cycle run at `budget` (the last Choose) built `tree_nodes` nodes and committed
@@ -146,6 +148,7 @@ class BudgetChooser {
   std::vector<int64_t> chosen_;
   std::vector<double> expected_;  // the model's E at the last estimate (empty: none yet)
   int best_ = 1;                  // the best budget at the last estimate
+  int cost_depth_ = kUnknownDepth;  // the depth the curve is for
   int64_t estimated_drafted_ = -1, estimated_recorded_ = -1;  // what that estimate saw
 };
 

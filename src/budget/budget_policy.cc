@@ -1,6 +1,7 @@
 #include "budget/budget_policy.h"
 
 #include <algorithm>
+#include <cstdlib>
 
 namespace goose {
 
@@ -29,6 +30,14 @@ std::vector<CostSample> BudgetPolicy::CostCurve() const {
   return learn_costs_ ? observed_.Curve(prior_costs_) : cost_curve_;
 }
 
+std::vector<CostSample> BudgetPolicy::AtDepth(std::vector<CostSample> curve, int depth) const {
+  if (!depth_.known()) return curve;
+  for (CostSample& c : curve) {
+    c.seconds = std::max(0.1 * c.seconds, c.seconds + depth_.Extra(c.nodes, depth));
+  }
+  return curve;
+}
+
 std::vector<int64_t> BudgetPolicy::ChosenBudgets(const std::string& variant) const {
   const auto it = choosers_.find(variant);
   return it == choosers_.end() ? std::vector<int64_t>{} : it->second.chosen();
@@ -46,9 +55,17 @@ SequenceBudget BudgetPolicy::Begin(const BudgetRequest& request) {
 }
 
 CyclePlan BudgetPolicy::Plan(SequenceBudget& seq, const SpecStats& stats,
-                             const BudgetHistory& history) {
+                             const BudgetHistory& history, int depth) {
   const BudgetRequest& r = seq.request_;
   CyclePlan plan;
+  // Deeper in the context every size costs more, the larger more (attention): the curve of
+  // this depth, set again where the chooser's is kDepthStep tokens off (another request's, or
+  // this one's some cycles ago).
+  if (r.auto_budget && depth_.known() &&
+      std::abs(depth - seq.chooser->cost_depth()) >= kDepthStep) {
+    seq.chooser->SetCost(AtDepth(CostCurve(), depth), depth);
+  }
+  seq.depth = depth;
   plan.budget = r.fixed_budget;
   if (r.auto_budget && learn_costs_ && seq.idle.Skip()) {
     plan.ask = plan.draft = false;
@@ -91,7 +108,7 @@ void BudgetPolicy::Record(SequenceBudget& seq, const CyclePlan& plan, const Cycl
   if (r.auto_budget && learn_costs_ &&
       observed_.cycles() >= seq.cost_cycles + kCostUpdateEvery &&
       SecondsSince(seq.cost_time) >= kCostUpdateSeconds) {
-    seq.chooser->SetCost(CostCurve());
+    seq.chooser->SetCost(AtDepth(CostCurve(), seq.depth), seq.depth);
     seq.cost_cycles = observed_.cycles();
     seq.cost_time = std::chrono::steady_clock::now();
   }

@@ -34,6 +34,7 @@
 #include "budget/budget_history.h"
 #include "budget/idle_drafter.h"
 #include "budget/observed_costs.h"
+#include "budget/verify_cost.h"
 #include "verify/spec_stats.h"
 
 namespace goose {
@@ -59,6 +60,7 @@ struct CyclePlan {
 
 struct CycleOutcome {
   int tree_nodes = 1;
+  int depth = 0;  // tokens in the cache when the cycle's pass ran
   int committed = 0;
   double pass_seconds = 0;   // the forward pass alone
   double draft_seconds = 0;  // the drafter's work around it: proposing and observing
@@ -87,6 +89,7 @@ class SequenceBudget {
   int own_cycles = 0, last_size = 1;
   std::vector<CostSample> explore;  // the exploration curve of the current cycle
   size_t cost_cycles = 0;           // observed cycles at the last curve refresh
+  int depth = 0;                    // tokens in the cache at the last Plan
   std::chrono::steady_clock::time_point cost_time;
   std::vector<int64_t> chosen_;
   CycleRate curve_rate_;  // own-sized trees on a foreign curve: committed per curve second
@@ -104,6 +107,7 @@ class BudgetPolicy {
   static constexpr int kExploreEvery = 8;
   static constexpr size_t kCostUpdateEvery = 4;
   static constexpr double kCostUpdateSeconds = 0.01;
+  static constexpr int kDepthStep = 64;
 
   // The verify-cost curve auto chooses on (budget/cost_cache.h measures and caches it). Resets
   // the choosers: not while a request runs.
@@ -111,6 +115,13 @@ class BudgetPolicy {
   // Corrects the curve by this policy's cycles, per size from Medians() once it has the size,
   // else from `prior` (medians of earlier runs, kept by the cost cache).
   void LearnPassCosts(std::vector<CostSample> prior);
+  // How passes grow dearer with the tokens in the cache (the calibration's, cost_cache.h): each
+  // request's curve is then the one for its depth (moved again every kDepthStep tokens), and
+  // observed passes are brought back to the curve's depth before they correct it.
+  void SetDepthCost(const DepthCost& depth) { depth_ = depth; }
+  const DepthCost& depth_cost() const { return depth_; }
+  // `curve` as it costs `depth` tokens deep.
+  std::vector<CostSample> AtDepth(std::vector<CostSample> curve, int depth) const;
   bool has_curve() const { return !cost_curve_.empty(); }
   // The curve auto chooses on now: the set one, corrected as above if learning.
   std::vector<CostSample> CostCurve() const;
@@ -121,8 +132,10 @@ class BudgetPolicy {
 
   // A request starts: auto needs a curve (the caller checks has_curve()).
   SequenceBudget Begin(const BudgetRequest& request);
-  // The next cycle, from the variant's statistics and budget history.
-  CyclePlan Plan(SequenceBudget& seq, const SpecStats& stats, const BudgetHistory& history);
+  // The next cycle, `depth` tokens into its context, from the variant's statistics and budget
+  // history.
+  CyclePlan Plan(SequenceBudget& seq, const SpecStats& stats, const BudgetHistory& history,
+                 int depth = 0);
   // What the planned cycle did; the chooser records it in the variant's `history`.
   void Record(SequenceBudget& seq, const CyclePlan& plan, const CycleOutcome& outcome,
               BudgetHistory* history);
@@ -130,7 +143,11 @@ class BudgetPolicy {
   // the drafters' work around them, CycleOutcome::ExtraSeconds): what a cycle of this size costs.
   // On the tiny model a cycle's drafting is a sizeable share of an 86 us pass, and auto built
   // 2-node trees that paid by the pass times alone (0.92-0.96x plain decoding).
-  void RecordPass(int rows, double seconds) { observed_.Record(rows, seconds); }
+  // `depth_extra`: what the depth of its sequences added to it (DepthCost::Extra each), which
+  // comes off before the time corrects the curve.
+  void RecordPass(int rows, double seconds, double depth_extra = 0) {
+    observed_.Record(rows, std::max(0.1 * seconds, seconds - depth_extra));
+  }
   // The tokens each node of a tree of `nodes` nodes is expected to add, by the variant's
   // acceptance model ([i] for node i; [0] = 1, the root); empty without one (not auto, or
   // before its first estimate). For trees whose drafter values no node itself.
@@ -140,6 +157,7 @@ class BudgetPolicy {
   std::vector<CostSample> cost_curve_;
   bool learn_costs_ = false;
   std::vector<CostSample> prior_costs_;
+  DepthCost depth_;
   ObservedCosts observed_;
   std::map<std::string, BudgetChooser> choosers_;  // auto, by variant
 };

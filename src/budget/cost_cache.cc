@@ -78,13 +78,16 @@ std::string KeyDifference(const nlohmann::json& cached, const nlohmann::json& wa
   return diff;
 }
 
-std::string CachePathFor(const std::string& model_id, int threads) {
-  return (fs::path(GooseCacheDir()) / ("cost-" + model_id + "-t" + std::to_string(threads) + ".json")).string();
+std::string CachePathFor(const std::string& model_id, int threads, KvType kv) {
+  const std::string name = "cost-" + model_id + "-t" + std::to_string(threads) +
+                           (kv == KvType::kF16 ? "" : std::string("-kv") + KvTypeName(kv));
+  return (fs::path(GooseCacheDir()) / (name + ".json")).string();
 }
 
-nlohmann::json CacheKeyFor(const std::string& model_id, int threads) {
+nlohmann::json CacheKeyFor(const std::string& model_id, int threads, KvType kv) {
   return nlohmann::json{{"model", model_id},
                         {"threads", threads},
+                        {"kv", KvTypeName(kv)},
                         {"cpu", CpuModelName()},
                         {"isa", IsaLevel()},
                         {"build", BuildId()}};
@@ -92,23 +95,26 @@ nlohmann::json CacheKeyFor(const std::string& model_id, int threads) {
 
 }  // namespace
 
-StatusOr<std::string> CostCachePath(const std::string& model_path, int threads) {
+StatusOr<std::string> CostCachePath(const std::string& model_path, int threads, KvType kv) {
   GOOSE_ASSIGN_OR_RETURN(const std::string id, ModelId(model_path));
-  return CachePathFor(id, threads);
+  return CachePathFor(id, threads, kv);
 }
 
-StatusOr<nlohmann::json> CostCacheKey(const std::string& model_path, int threads) {
+StatusOr<nlohmann::json> CostCacheKey(const std::string& model_path, int threads, KvType kv) {
   GOOSE_ASSIGN_OR_RETURN(const std::string id, ModelId(model_path));
-  return CacheKeyFor(id, threads);
+  return CacheKeyFor(id, threads, kv);
 }
 
-VerifyCostOptions CalibrationOptions(const Model& model) {
+VerifyCostOptions CalibrationOptions(const Model& model, KvType kv) {
   VerifyCostOptions opt;
+  opt.kv_type = kv;
   opt.nodes = {1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128};
   opt.reps = 7;
   // Leave room for 128 nodes in small-context models.
   const int ctx = model.config().n_ctx_train > 0 ? model.config().n_ctx_train : 4096;
   opt.prefix = std::max(1, std::min(256, std::min(4096, ctx) - 130));
+  const int deep = std::min(1024, ctx - 130);
+  opt.deep_prefix = deep >= opt.prefix + 256 ? deep : 0;
   return opt;
 }
 
@@ -137,7 +143,7 @@ nlohmann::json SamplesJson(const std::vector<CostSample>& samples) {
 // The cache file's JSON for `curve`.
 nlohmann::json CacheJson(const nlohmann::json& key, int threads, uint64_t model_bytes,
                          const std::vector<VerifyCostPoint>& curve, bool noisy, int calibrations,
-                         const std::vector<CostSample>& observed) {
+                         const std::vector<CostSample>& observed, const DepthCost& depth) {
   nlohmann::json j;
   j["key"] = key;
   j["threads"] = threads;
@@ -146,7 +152,34 @@ nlohmann::json CacheJson(const nlohmann::json& key, int threads, uint64_t model_
   j["calibrations"] = calibrations;
   j["curve"] = SamplesJson(ToCostSamples(curve));
   if (!observed.empty()) j["observed"] = SamplesJson(observed);
+  if (depth.known()) {
+    j["depth"] = {{"depth", depth.depth},
+                  {"per_key", depth.per_key},
+                  {"per_row_key", depth.per_row_key}};
+  }
   return j;
+}
+
+// The curve's sizes 1 and kDepthProbeNodes timed again opt.deep_prefix tokens deep (a context of
+// that depth, rounds as the curve's).
+StatusOr<DepthCost> MeasureDepthCost(const Model& model, ThreadPool* pool,
+                                     const VerifyCostOptions& opt,
+                                     const std::vector<VerifyCostPoint>& curve) {
+  auto at = [](const std::vector<VerifyCostPoint>& c, int nodes) {
+    for (const VerifyCostPoint& p : c) {
+      if (p.nodes == nodes) return p.seconds;
+    }
+    return 0.0;
+  };
+  if (opt.deep_prefix <= opt.prefix || at(curve, 1) <= 0 || at(curve, kDepthProbeNodes) <= 0) {
+    return DepthCost{};
+  }
+  VerifyCostOptions deep = opt;
+  deep.prefix = opt.deep_prefix;
+  deep.nodes = {1, kDepthProbeNodes};
+  GOOSE_ASSIGN_OR_RETURN(const std::vector<VerifyCostPoint> d, MeasureVerifyCost(model, pool, deep));
+  return DepthCostFrom(opt.prefix, opt.deep_prefix, at(curve, 1), at(d, 1), kDepthProbeNodes,
+                       at(curve, kDepthProbeNodes), at(d, kDepthProbeNodes));
 }
 
 // A measured curve varied a lot between passes: median / fastest > 1.25 at a third of the sizes.
@@ -194,6 +227,24 @@ StatusOr<std::vector<VerifyCostPoint>> CurvePoints(const nlohmann::json& arr) {
   return curve;
 }
 
+// The "depth" object of a cost file's JSON `j`: unknown if absent or unreadable (finite slopes
+// >= 0, a depth in 0..2^24), which only costs the depth correction.
+DepthCost DepthPoint(const nlohmann::json& j) {
+  const auto it = j.find("depth");
+  if (it == j.end() || !it->is_object()) return {};
+  try {
+    if (!it->at("depth").is_number_integer()) return {};  // (get<int64_t> of 1e30 is UB)
+    const int64_t depth = it->at("depth").get<int64_t>();
+    DepthCost d{static_cast<int>(depth), it->at("per_key").get<double>(),
+                it->at("per_row_key").get<double>()};
+    const bool ok = depth >= 0 && depth <= (1 << 24) && std::isfinite(d.per_key) &&
+                    std::isfinite(d.per_row_key) && d.per_key >= 0 && d.per_row_key >= 0;
+    return ok ? d : DepthCost{};
+  } catch (const std::exception&) {
+    return {};
+  }
+}
+
 // The "observed" array of a cost file's JSON `j`; empty if absent or if any point is unreadable
 // (the curve still serves).
 std::vector<CostSample> ObservedPoints(const nlohmann::json& j) {
@@ -227,6 +278,7 @@ StatusOr<CachedCurve> ParseCostCache(std::string_view text, const nlohmann::json
         (flag("noisy") || flag("stale")) && cached.calibrations < kMaxCalibrations;
     // Pass times of real runs: any unreadable point drops them all (the curve still serves).
     cached.observed = ObservedPoints(j);
+    cached.depth = DepthPoint(j);
   } catch (const std::exception& e) {
     return Status::Error("unreadable: " + EscapeForMessage(e.what(), 200));
   }
@@ -235,11 +287,11 @@ StatusOr<CachedCurve> ParseCostCache(std::string_view text, const nlohmann::json
 
 StatusOr<CostCalibration> LoadOrMeasureCost(const Model& model, const std::string& model_path,
                                             ThreadPool* pool, bool recalibrate,
-                                            const VerifyCostOptions* measure) {
+                                            const VerifyCostOptions* measure, KvType kv) {
   CostCalibration cal;
   GOOSE_ASSIGN_OR_RETURN(const std::string model_id, ModelId(model_path));  // read once
-  cal.cache_path = CachePathFor(model_id, pool->size());
-  const nlohmann::json key = CacheKeyFor(model_id, pool->size());
+  cal.cache_path = CachePathFor(model_id, pool->size(), kv);
+  const nlohmann::json key = CacheKeyFor(model_id, pool->size(), kv);
   std::vector<VerifyCostPoint> previous;  // a noisy or stale cache's curve, merged below
   int calibrations = 0;
   if (!recalibrate) {
@@ -250,6 +302,7 @@ StatusOr<CostCalibration> LoadOrMeasureCost(const Model& model, const std::strin
       auto cached = ParseCostCache(text.str(), key);
       if (cached.ok()) cal.observed = std::move(cached->observed);
       if (cached.ok() && !cached->measure_again) {
+        cal.depth = cached->depth;
         cal.curve = std::move(cached->curve);
         cal.from_cache = true;
         return cal;
@@ -264,7 +317,7 @@ StatusOr<CostCalibration> LoadOrMeasureCost(const Model& model, const std::strin
       }
     }
   }
-  const VerifyCostOptions options = measure ? *measure : CalibrationOptions(model);
+  const VerifyCostOptions options = measure ? *measure : CalibrationOptions(model, kv);
   GOOSE_ASSIGN_OR_RETURN(cal.curve, MeasureVerifyCost(model, pool, options));
   const bool noisy = Noisy(cal.curve);
   for (VerifyCostPoint& p : cal.curve) {  // the medians: see verify_cost.h
@@ -273,8 +326,9 @@ StatusOr<CostCalibration> LoadOrMeasureCost(const Model& model, const std::strin
     }
   }
   MakeMonotone(&cal.curve);
+  GOOSE_ASSIGN_OR_RETURN(cal.depth, MeasureDepthCost(model, pool, options, cal.curve));
   const nlohmann::json j = CacheJson(key, pool->size(), model.weight_bytes(), cal.curve, noisy,
-                                     calibrations + 1, cal.observed);
+                                     calibrations + 1, cal.observed, cal.depth);
   if (!WriteFileAtomically(cal.cache_path, j.dump(1) + "\n").ok()) {
     cal.note += (cal.note.empty() ? "" : "; ") + std::string("could not write cost cache ") +
                 cal.cache_path;

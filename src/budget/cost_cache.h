@@ -1,16 +1,18 @@
 // Verify-cost calibration cached per model, machine and build, for `--budget auto`.
 //
 // Contract
-// - CostCachePath(model_path, threads): $XDG_CACHE_HOME/goose (else ~/.cache/goose, else
-//   /tmp/goose-cache) / cost-<hash>-<bytes>-t<threads>.json, where hash is FNV-1a over the
-//   file's size and its first and last 64 KiB (cheap, and changes when the model does).
-// - CostCacheKey(model_path, threads): what a cached curve is valid for: the model (that hash and
-//   size), the thread count, the CPU model name, the kernels' ISA level (ops/cpu_features.h) and
-//   the goose build (size and modification time of the running binary). Stored in the file.
+// - CostCachePath(model_path, threads, kv): $XDG_CACHE_HOME/goose (else ~/.cache/goose, else
+//   /tmp/goose-cache) / cost-<hash>-<bytes>-t<threads>[-kvf32].json, where hash is FNV-1a over
+//   the file's size and its first and last 64 KiB (cheap, and changes when the model does).
+// - CostCacheKey(model_path, threads, kv): what a cached curve is valid for: the model (that
+//   hash and size), the thread count, the KV cache's type, the CPU model name, the kernels' ISA
+//   level (ops/cpu_features.h) and the goose build (size and modification time of the running
+//   binary). Stored in the file.
 // - LoadOrMeasureCost(): uses the cache if it parses, its key equals the current key and
 //   !recalibrate; otherwise measures (MeasureVerifyCost with CalibrationOptions: nodes 1..128,
-//   7 interleaved rounds, the median pass per size, prefix min(256, context - 130)) and
-//   rewrites the cache. A corrupt or mismatching cache is re-measured, never trusted, with the
+//   7 interleaved rounds, the median pass per size, prefix min(256, context - 130); then 1 and
+//   16 nodes at min(1024, context - 130) tokens, for how passes grow dearer with depth,
+//   DepthCost, when that is at least 256 tokens deeper) and rewrites the cache. A corrupt or mismatching cache is re-measured, never trusted, with the
 //   reason in `note` (a warning for the user, as is a failed write). Stored and returned curves
 //   are monotone (MakeMonotone).
 // - A busy machine must not fix a wrong curve forever. A calibration whose passes varied a lot
@@ -36,8 +38,10 @@
 
 namespace goose {
 
-StatusOr<std::string> CostCachePath(const std::string& model_path, int threads);
-StatusOr<nlohmann::json> CostCacheKey(const std::string& model_path, int threads);
+StatusOr<std::string> CostCachePath(const std::string& model_path, int threads,
+                                    KvType kv = KvType::kF16);
+StatusOr<nlohmann::json> CostCacheKey(const std::string& model_path, int threads,
+                                      KvType kv = KvType::kF16);
 
 struct CostCalibration {
   std::vector<VerifyCostPoint> curve;
@@ -47,6 +51,7 @@ struct CostCalibration {
   // Median pass seconds per tree size in earlier runs on this curve (RecordObservedCosts), for
   // Engine::LearnPassCosts; empty if none.
   std::vector<CostSample> observed;
+  DepthCost depth;  // how the curve grows with the tokens in the cache (unknown: flat)
 };
 
 constexpr int kMaxCalibrations = 3;
@@ -57,6 +62,7 @@ struct CachedCurve {
   int calibrations = 1;                // how many measurements it merges (0..kMaxCalibrations)
   bool measure_again = false;          // noisy or stale, and kMaxCalibrations not reached
   std::vector<CostSample> observed;    // the "observed" array; empty if absent or unreadable
+  DepthCost depth;                     // the "depth" object; unknown if absent or unreadable
 };
 
 // Reads a cost cache file's text against the current `key` (LoadOrMeasureCost's check, pure, so
@@ -66,10 +72,11 @@ struct CachedCurve {
 StatusOr<CachedCurve> ParseCostCache(std::string_view text, const nlohmann::json& key);
 
 // `measure`: the measurement options when the cache cannot be used (tests pass tiny ones);
-// nullptr = CalibrationOptions(model).
+// nullptr = CalibrationOptions(model, kv). kv: the KV cache the engines run with.
 StatusOr<CostCalibration> LoadOrMeasureCost(const Model& model, const std::string& model_path,
                                             ThreadPool* pool, bool recalibrate,
-                                            const VerifyCostOptions* measure = nullptr);
+                                            const VerifyCostOptions* measure = nullptr,
+                                            KvType kv = KvType::kF16);
 
 // After a run on `cal`'s curve: `observed` holds the median pass seconds per tree size seen at
 // least a few times in the run (Engine::ObservedPassCosts). They are kept in the cache file's
@@ -81,7 +88,7 @@ StatusOr<CostCalibration> LoadOrMeasureCost(const Model& model, const std::strin
 Status RecordObservedCosts(const CostCalibration& cal, const std::vector<CostSample>& observed);
 
 // The options used for a calibration of `model` (shared with the benchmark's curves).
-VerifyCostOptions CalibrationOptions(const Model& model);
+VerifyCostOptions CalibrationOptions(const Model& model, KvType kv = KvType::kF16);
 
 // The curve of a model used only as a cost model (`goose bench --cost-model`): the calibration
 // options (7 reps), made monotone.

@@ -34,7 +34,7 @@ StatusOr<std::vector<VerifyCostPoint>> MeasureVerifyCost(const Model& model, Thr
     return Status::Error(StrFormat("prefix %d + %d nodes exceed the model's context of %d",
                                    opt.prefix, max_nodes, model_ctx));
   }
-  Context ctx(model, opt.prefix + max_nodes + 1, pool);
+  Context ctx(model, opt.prefix + max_nodes + 1, pool, opt.kv_type);
   SplitMix64 rng(opt.seed);
   const int n_vocab = model.config().n_vocab;
   std::vector<int32_t> prefix(opt.prefix);
@@ -87,6 +87,19 @@ StatusOr<std::vector<VerifyCostPoint>> MeasureVerifyCost(const Model& model, Thr
                      total[s] > 0 ? matmul[s] / total[s] : 0});
   }
   return curve;
+}
+
+DepthCost DepthCostFrom(int shallow, int deep, double c1_shallow, double c1_deep, int n,
+                        double cn_shallow, double cn_deep) {
+  DepthCost d;
+  d.depth = shallow;
+  if (deep <= shallow || n <= 1) return d;
+  const double span = deep - shallow;
+  const double a1 = std::max(0.0, (c1_deep - c1_shallow) / span);  // per_key + per_row_key
+  const double an = std::max(0.0, (cn_deep - cn_shallow) / span);  // per_key + n per_row_key
+  d.per_row_key = std::max(0.0, (an - a1) / (n - 1));
+  d.per_key = std::max(0.0, a1 - d.per_row_key);
+  return d;
 }
 
 }  // namespace goose

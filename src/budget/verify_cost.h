@@ -31,10 +31,36 @@ struct VerifyCostOptions {
   int prefix = 256;
   int reps = 5;
   uint64_t seed = 1;
+  KvType kv_type = KvType::kF16;  // the timed context's KV cache
+  // > prefix: LoadOrMeasureCost also times 1 and kDepthProbeNodes nodes after this many tokens,
+  // for the DepthCost; 0: not.
+  int deep_prefix = 0;
 };
+constexpr int kDepthProbeNodes = 16;
 
 StatusOr<std::vector<VerifyCostPoint>> MeasureVerifyCost(const Model& model, ThreadPool* pool,
                                                          const VerifyCostOptions& opt);
+
+// How a pass grows dearer with the tokens already in the KV cache: attention reads every cached
+// key and value once per pass (per_key) and scores every row of the pass against each
+// (per_row_key), so a pass of N rows at depth d costs c(N, d) = c(N, depth) + (per_key +
+// per_row_key * N) * (d - depth), where c(., depth) is the curve measured at `depth`. Unknown
+// (known() false): no change with depth.
+struct DepthCost {
+  int depth = 0;
+  double per_key = 0, per_row_key = 0;
+  bool known() const { return per_key > 0 || per_row_key > 0; }
+  // c(N, d) - c(N, depth) for a pass of `rows` rows at depth d (at least 0 deeper, and no
+  // cheaper than at depth 0 shallower).
+  double Extra(int rows, int d) const {
+    return (per_key + per_row_key * rows) * (std::max(d, 0) - depth);
+  }
+};
+
+// From the same sizes timed at two depths: c1 (1 row) and cn (n rows) at `shallow` and `deep`
+// tokens. Slopes that timing noise made negative are 0.
+DepthCost DepthCostFrom(int shallow, int deep, double c1_shallow, double c1_deep, int n,
+                        double cn_shallow, double cn_deep);
 
 // Makes a measured curve non-decreasing in place (sorted by nodes; every point lowered to the
 // cheapest time of any point at or above its node count, the suffix minimum): a larger tree never

@@ -42,9 +42,10 @@ uint64_t ModelFingerprint(const Model& model) {
 }
 
 Engine::Engine(const Model& model, int n_ctx, ThreadPool* pool,
-               std::shared_ptr<LearnedStore> shared, std::shared_ptr<BudgetPolicy> policy)
+               std::shared_ptr<LearnedStore> shared, std::shared_ptr<BudgetPolicy> policy,
+               KvType kv)
     : model_(model),
-      ctx_(std::make_unique<Context>(model, n_ctx, pool)),
+      ctx_(std::make_unique<Context>(model, n_ctx, pool, kv)),
       shared_(shared ? std::move(shared) : std::make_shared<LearnedStore>()),
       policy_(policy ? std::move(policy) : std::make_shared<BudgetPolicy>()) {
   env_.target = &model;
@@ -56,7 +57,7 @@ Engine::~Engine() = default;
 
 Status Engine::SetDraftModel(const Model& draft, int shortlist) {
   GOOSE_RETURN_IF_ERROR(CheckDraftModel(model_, draft, ctx_->n_ctx()));
-  draft_ctx_ = std::make_unique<Context>(draft, ctx_->n_ctx(), env_.pool);
+  draft_ctx_ = std::make_unique<Context>(draft, ctx_->n_ctx(), env_.pool, ctx_->kv_type());
   env_.draft = &draft;
   env_.draft_fingerprint = ModelFingerprint(draft);
   env_.draft_ctx = draft_ctx_.get();

@@ -40,9 +40,10 @@ class Engine {
   // n_ctx = 0: min(model context, 4096). `shared`: the store of kept variants to share with
   // other engines of the same model (null: the engine's own). `policy`: the budget policy to
   // share with other engines whose sequences run in the same passes (null: the engine's own).
+  // `kv`: its contexts' KV cache (model.h).
   Engine(const Model& model, int n_ctx, ThreadPool* pool,
          std::shared_ptr<LearnedStore> shared = nullptr,
-         std::shared_ptr<BudgetPolicy> policy = nullptr);
+         std::shared_ptr<BudgetPolicy> policy = nullptr, KvType kv = KvType::kF16);
   ~Engine();
 
   // Checks the request (CheckRequest), then runs it to its end.

@@ -40,8 +40,11 @@ void Scheduler::SplitTrees() {
     any_valued |= !t.fixed;
   }
   if (!any_valued || !policy_.has_curve()) return;
-  const std::vector<int> keep =
-      SplitPass(trees, ExpandCostCurve(policy_.CostCurve()), rate_.TokensPerSecond());
+  int64_t depth = 0;  // (a pass costs what its rows cost at their sequences' mean depth)
+  for (const Sequence* seq : active_) depth += seq->context().n_past();
+  const std::vector<CostSample> curve =
+      policy_.AtDepth(policy_.CostCurve(), static_cast<int>(depth / std::ssize(active_)));
+  const std::vector<int> keep = SplitPass(trees, ExpandCostCurve(curve), rate_.TokensPerSecond());
   for (size_t i = 0; i < active_.size(); ++i) {
     counters_.cut_nodes += trees[i].rows - keep[i];
     active_[i]->Cut(keep[i]);
@@ -68,9 +71,12 @@ Status Scheduler::Step() {
   ProposeAll();
   if (active_.size() > 1) SplitTrees();
   int rows = 0, committed = 0, prefill_rows = 0;
+  double depth_extra = 0;  // what the sequences' depths add to the pass (DepthCost)
   std::vector<bool> decoding(active_.size());
   for (size_t i = 0; i < active_.size(); ++i) {
-    rows += static_cast<int>(active_[i]->tokens().size());
+    const int n = static_cast<int>(active_[i]->tokens().size());
+    rows += n;
+    depth_extra += policy_.depth_cost().Extra(n, active_[i]->context().n_past());
     decoding[i] = !active_[i]->prefilling();
     if (!decoding[i]) prefill_rows += static_cast<int>(active_[i]->tokens().size());
   }
@@ -91,7 +97,7 @@ Status Scheduler::Step() {
   // time, and counting it made the next passes' trees far too large (8 clients arriving
   // together: 57 rows a pass until the rate recovered).
   if (decoded) {
-    policy_.RecordPass(rows, seconds + extra);
+    policy_.RecordPass(rows, seconds + extra, depth_extra);
     if (prefill_rows == 0) rate_.Add(seconds + extra, committed);
   }
   ++counters_.passes;

@@ -142,7 +142,7 @@ void Sequence::ProposeTree(BudgetPolicy& policy) {
   {
     std::lock_guard<std::mutex> lock(learned_.mu);
     const Clock::time_point t = Clock::now();  // (not the wait for another sequence's turn)
-    plan_ = policy.Plan(budget_, learned_.stats, learned_.budgets);
+    plan_ = policy.Plan(budget_, learned_.stats, learned_.budgets, ctx_.n_past());
     in_.budget = plan_.budget;
     in_.cost = plan_.cost;
     in_.rate = plan_.rate;
@@ -174,6 +174,7 @@ void Sequence::AcceptTree(double pass_seconds, BudgetPolicy& policy) {
     const Clock::time_point t = Clock::now();
     if (plan_.ask) drafter_->Observe(in_, proposal_, ctx_, acc);
     outcome_.tree_nodes = tree.size();
+    outcome_.depth = n_past;
     outcome_.committed = static_cast<int>(acc.tokens.size());
     outcome_.pass_seconds = pass_seconds;
     outcome_.draft_seconds = draft_seconds_ + SecondsSince(t);

@@ -60,6 +60,7 @@ class Sequence {
 
   bool done() const { return done_; }
   Context& context() { return ctx_; }
+  const Context& context() const { return ctx_; }
   // The result so far (tokens, statistics, timings); complete once done().
   const GenerateResult& result() const { return result_; }
   GenerateResult TakeResult() { return std::move(result_); }

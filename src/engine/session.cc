@@ -9,8 +9,8 @@
 namespace goose {
 
 Status CheckContextMemory(const LlamaConfig& config, int n_ctx, int n_batch, int n_contexts,
-                          const std::string& flags) {
-  const uint64_t kv = KvCacheBytes(config, n_ctx);
+                          const std::string& flags, KvType kv_type) {
+  const uint64_t kv = KvCacheBytes(config, n_ctx, kv_type);
   const uint64_t per_context = kv + ForwardScratchBytes(config, n_batch);
   const int n = ContextSize(config, n_ctx);
   const std::string what =
@@ -46,14 +46,14 @@ Status Session::Load() {
   const SessionOptions& o = opts_;
   const LlamaConfig& config = model_->config();
   GOOSE_RETURN_IF_ERROR(
-      CheckContextMemory(config, o.n_ctx, o.n_batch, o.n_contexts, o.memory_flags));
+      CheckContextMemory(config, o.n_ctx, o.n_batch, o.n_contexts, o.memory_flags, o.kv_type));
   n_ctx_ = ContextSize(config, o.n_ctx);
   if (!o.draft_model_path.empty()) {
     auto draft = Model::Load(o.draft_model_path);
     if (!draft.ok()) return Status::Error("draft model (-md): " + draft.status().message());
     draft_ = std::move(draft).value();
     if (Status st = CheckContextMemory(draft_->config(), n_ctx_, o.n_batch, o.n_contexts,
-                                       o.memory_flags);
+                                       o.memory_flags, o.kv_type);
         !st.ok()) {
       return Status::Error("draft model (-md): " + st.message());
     }
@@ -68,14 +68,15 @@ Status Session::Load() {
   if (o.budget_auto && !o.cost_curve.empty()) {
     cost_ = o.cost_curve;
   } else if (o.budget_auto) {  // measured once per model and machine, then cached
-    auto path = CostCachePath(o.model_path, pool_->size());
+    auto path = CostCachePath(o.model_path, pool_->size(), o.kv_type);
     std::error_code ec;
     if (o.recalibrate || !path.ok() || !std::filesystem::exists(*path, ec)) {
       Note("--budget auto: timing tree passes of 1..128 nodes on this machine (once per model "
            "and thread count, up to ~10 s)...");
     }
     GOOSE_ASSIGN_OR_RETURN(calibration_,
-                           LoadOrMeasureCost(*model_, o.model_path, pool_.get(), o.recalibrate));
+                           LoadOrMeasureCost(*model_, o.model_path, pool_.get(), o.recalibrate,
+                                             nullptr, o.kv_type));
     if (!calibration_.note.empty()) Note("note: " + calibration_.note);
     cost_ = ToCostSamples(calibration_.curve);
   }
@@ -93,6 +94,7 @@ std::shared_ptr<BudgetPolicy> Session::NewBudgetPolicy() {
   policy->SetCostCurve(cost_);
   if (opts_.cost_curve.empty()) {  // this machine's curve: its passes correct it
     policy->LearnPassCosts(calibration_.observed);
+    policy->SetDepthCost(calibration_.depth);
     policies_.push_back(policy);
   }
   return policy;
@@ -103,7 +105,7 @@ Engine& Session::NewEngine(const EngineOptions& options) {
   if (!policy) policy = options.session_curve ? NewBudgetPolicy() : nullptr;
   auto engine = std::make_unique<Engine>(
       *model_, options.n_ctx > 0 ? std::min(options.n_ctx, n_ctx_) : n_ctx_, pool_.get(),
-      options.share_learned ? learned_ : nullptr, std::move(policy));
+      options.share_learned ? learned_ : nullptr, std::move(policy), opts_.kv_type);
   // (CheckDraftModel passed at Open for the session's context size, which is the largest.)
   if (draft_) (void)engine->SetDraftModel(*draft_);
   engines_.push_back(std::move(engine));

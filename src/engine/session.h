@@ -37,6 +37,7 @@ struct SessionOptions {
   std::string draft_model_path;  // -md; empty: none
   int n_threads = 0;             // 0: ThreadPool::DefaultThreads()
   int n_ctx = 0;                 // tokens per context; 0: min(the model's, 4096)
+  KvType kv_type = KvType::kF16;  // the contexts' KV cache (-ctk / --kv-type)
   // The memory check: how many engines the front end makes, and its largest pass.
   int n_contexts = 1;
   int n_batch = 128;
@@ -58,7 +59,7 @@ struct SessionOptions {
 // Memory n_contexts Contexts of n_ctx tokens with passes of n_batch tokens take, checked
 // against what the machine has (util/memory.h); the advice names `flags`.
 Status CheckContextMemory(const LlamaConfig& config, int n_ctx, int n_batch, int n_contexts,
-                          const std::string& flags);
+                          const std::string& flags, KvType kv = KvType::kF16);
 
 struct EngineOptions {
   int n_ctx = 0;               // 0: the session's

@@ -25,17 +25,22 @@ int QueriesPerTask(const LlamaConfig& c) {
 }
 
 // One task: the queries [i0, i1) of one sequence, with every head that shares KV head g. Its
-// score rows are m = (i - i0) * group + h for query i and the group's h-th head.
+// score rows are m = (i - i0) * group + h for query i and the group's h-th head. T: the KV
+// cache's element (float, or uint16_t for f16 halves, which the kernels convert exactly as
+// they load).
+template <class T>
 class HeadTask {
  public:
   HeadTask(const LlamaConfig& c, const AttentionSequence& s, int layer, int window, int g,
            int i0, int i1, const float* q, float* out, float* scores, int width,
-           const float** anc)
+           const void** anc)
       : c_(c), s_(s), window_(window), g_(g), i0_(i0), i1_(i1), group_(c.n_head / c.n_head_kv),
         kv_dim_(c.n_head_kv * c.head_dim), q_dim_(c.n_head * c.head_dim), q_(q), out_(out),
-        scores_(scores), width_(width), anc_(anc),
-        k_head_(s.k_cache + layer * s.layer_stride + static_cast<size_t>(g) * c.head_dim),
-        v_head_(s.v_cache + layer * s.layer_stride + static_cast<size_t>(g) * c.head_dim) {}
+        scores_(scores), width_(width), anc_(reinterpret_cast<const T**>(anc)),
+        k_head_(static_cast<const T*>(s.k_cache) + layer * s.layer_stride +
+                static_cast<size_t>(g) * c.head_dim),
+        v_head_(static_cast<const T*>(s.v_cache) + layer * s.layer_stride +
+                static_cast<size_t>(g) * c.head_dim) {}
 
   void Run() {
     int first = s_.n_past;  // the block's first visible committed key
@@ -68,7 +73,7 @@ class HeadTask {
   }
   // Query i's pending ancestors and itself, root first, as rows of `head` (depth order is
   // position order, whichever pass and slot each came from); returns how many.
-  int Ancestors(int i, const float* head) const {
+  int Ancestors(int i, const T* head) const {
     const int n_anc = Depth(i) + 1;
     for (int j = s_.base + i, k = n_anc - 1; j >= 0; j = s_.parents[j], --k) {
       anc_[k] = head + static_cast<size_t>(s_.n_past + j) * kv_dim_;
@@ -136,9 +141,9 @@ class HeadTask {
   float* out_;
   float* scores_;
   const int width_;
-  const float** anc_;
-  const float* k_head_;
-  const float* v_head_;
+  const T** anc_;
+  const T* k_head_;
+  const T* v_head_;
 };
 
 }  // namespace
@@ -203,11 +208,16 @@ void PassAttention::RunTasks(int layer, int window, const float* q, float* out, 
                              int thread) {
   const size_t rows = static_cast<size_t>(QueriesPerTask(c_)) * (c_.n_head / c_.n_head_kv);
   float* scores = scores_.data() + static_cast<size_t>(thread) * rows * width_;
-  const float** anc = anc_.data() + static_cast<size_t>(thread) * anc_width_;
+  const void** anc = anc_.data() + static_cast<size_t>(thread) * anc_width_;
   for (int k = t0; k < t1; ++k) {
     const Task& t = tasks_[k];
-    HeadTask(c_, seqs_[t.seq], layer, window, t.g, t.i0, t.i1, q, out, scores, width_, anc)
-        .Run();
+    const AttentionSequence& s = seqs_[t.seq];
+    if (s.kv_type == KvType::kF16) {
+      HeadTask<uint16_t>(c_, s, layer, window, t.g, t.i0, t.i1, q, out, scores, width_, anc)
+          .Run();
+    } else {
+      HeadTask<float>(c_, s, layer, window, t.g, t.i0, t.i1, q, out, scores, width_, anc).Run();
+    }
   }
 }
 

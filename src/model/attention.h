@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "model/llama_config.h"
+#include "model/model.h"
 #include "util/aligned.h"
 #include "util/thread_pool.h"
 
@@ -20,9 +21,10 @@ namespace goose {
 
 // One sequence of the pass as attention sees it.
 struct AttentionSequence {
-  const float* k_cache = nullptr;  // [n_layer, n_ctx, kv_dim]: layer l at l * layer_stride
-  const float* v_cache = nullptr;
-  size_t layer_stride = 0;
+  const void* k_cache = nullptr;  // [n_layer, n_ctx, kv_dim]: layer l at l * layer_stride
+  const void* v_cache = nullptr;
+  KvType kv_type = KvType::kF16;  // their elements
+  size_t layer_stride = 0;        // in elements
   const int32_t* parents = nullptr;  // its pending nodes [base + n]: parent, depth
   const int32_t* depth = nullptr;
   int n_past = 0;  // committed keys
@@ -57,7 +59,7 @@ class PassAttention {
   int width_ = 0;           // scores per row: the most keys a row of the pass may see
   int anc_width_ = 0;       // ancestors per row at most
   AlignedVector<float> scores_;        // [n_threads, block * group, width_]
-  std::vector<const float*> anc_;      // [n_threads, anc_width_]
+  std::vector<const void*> anc_;       // [n_threads, anc_width_]
 };
 
 }  // namespace goose

@@ -10,21 +10,25 @@
 
 namespace goose {
 
-Context::Context(const Model& model, int n_ctx, ThreadPool* pool)
+Context::Context(const Model& model, int n_ctx, ThreadPool* pool, KvType kv)
     : model_(model), pool_(pool), state_(std::make_unique<ContextState>()) {
   const LlamaConfig& c = model.config();
   GOOSE_CHECK(n_ctx >= 0);
   n_ctx_ = ContextSize(c, n_ctx);
   ContextState& st = *state_;
+  st.kv_type = kv;
   st.kv_dim = c.n_head_kv * c.head_dim;
   st.layer_stride = static_cast<size_t>(n_ctx_) * st.kv_dim;
-  const size_t kv = static_cast<size_t>(c.n_layer) * st.layer_stride;
-  st.k_buf = std::make_unique<LargeBuffer>(kv * sizeof(float));
-  st.v_buf = std::make_unique<LargeBuffer>(kv * sizeof(float));
-  st.k_cache = reinterpret_cast<float*>(st.k_buf->data());
-  st.v_cache = reinterpret_cast<float*>(st.v_buf->data());
+  st.row_bytes = static_cast<size_t>(st.kv_dim) * KvTypeBytes(kv);
+  const size_t bytes = KvCacheBytes(c, n_ctx_, kv) / 2;
+  st.k_buf = std::make_unique<LargeBuffer>(bytes);
+  st.v_buf = std::make_unique<LargeBuffer>(bytes);
+  st.k_cache = static_cast<uint8_t*>(st.k_buf->data());
+  st.v_cache = static_cast<uint8_t*>(st.v_buf->data());
   st.rope_factors = model.rope_factors(n_ctx_);
 }
+
+KvType Context::kv_type() const { return state_->kv_type; }
 
 Context::~Context() = default;
 
@@ -101,7 +105,7 @@ void Context::KeepPath(std::span<const int32_t> path) {
   // In place, increasing j: each source slot n_past + path[j] >= its destination n_past + j,
   // and no later source has been overwritten yet (path[k] >= k > j) - docs/methods.md §4.5.
   const int n_layer = model_.config().n_layer;
-  const size_t row_bytes = static_cast<size_t>(s.kv_dim) * sizeof(float);
+  const size_t row_bytes = s.row_bytes;
   for (size_t j = 0; j < path.size(); ++j) {
     if (static_cast<size_t>(path[j]) == j) continue;
     const int src = n_past_ + path[j], dst = n_past_ + static_cast<int>(j);

@@ -14,18 +14,20 @@
 namespace goose {
 
 struct ContextState {
+  KvType kv_type = KvType::kF16;
   int kv_dim = 0;                // n_head_kv * head_dim
-  size_t layer_stride = 0;       // floats per layer of each cache: n_ctx * kv_dim
-  // [n_layer, n_ctx, kv_dim] floats each, in mappings of their own: a slot is always written
+  size_t layer_stride = 0;       // elements per layer of each cache: n_ctx * kv_dim
+  size_t row_bytes = 0;          // one slot of one layer: kv_dim elements
+  // [n_layer, n_ctx, kv_dim] elements each, in mappings of their own: a slot is always written
   // before it is read, so nothing is zero-filled up front, and the pages of a context's unused
   // tail are never touched (a 4096-token cache costs a short prompt nothing).
   std::unique_ptr<LargeBuffer> k_buf, v_buf;
-  float* k_cache = nullptr;
-  float* v_cache = nullptr;
-  float* k_row(int layer, int slot) const { return k_cache + Offset(layer, slot); }
-  float* v_row(int layer, int slot) const { return v_cache + Offset(layer, slot); }
-  size_t Offset(int layer, int slot) const {
-    return layer * layer_stride + static_cast<size_t>(slot) * kv_dim;
+  uint8_t* k_cache = nullptr;
+  uint8_t* v_cache = nullptr;
+  uint8_t* k_row(int layer, int slot) const { return k_cache + Offset(layer, slot); }
+  uint8_t* v_row(int layer, int slot) const { return v_cache + Offset(layer, slot); }
+  size_t Offset(int layer, int slot) const {  // in bytes
+    return (layer * layer_stride + static_cast<size_t>(slot) * kv_dim) * KvTypeBytes(kv_type);
   }
 
   const float* rope_factors = nullptr;  // [n_rot/2] frequency factors for this n_ctx, or null

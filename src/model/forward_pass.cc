@@ -252,8 +252,13 @@ void BatchPass::Impl::QkvRow(const LayerWeights& L, int l, int r, const float* a
   for (int h = 0; h < c.n_head_kv; ++h) RopeApply(kr + h * hd, c.n_rot, cs, cs + half, neox);
   const PassSequence& s = seqs[row_seq[r]];
   const int slot = s.n_past + s.base + (r - s.row0);
-  std::memcpy(s.st->k_row(l, slot), kr, static_cast<size_t>(kv_dim) * sizeof(float));
-  std::memcpy(s.st->v_row(l, slot), vr, static_cast<size_t>(kv_dim) * sizeof(float));
+  if (s.st->kv_type == KvType::kF16) {  // rounded once, here: every later read sees these bits
+    ConvertToF16(kr, kv_dim, reinterpret_cast<uint16_t*>(s.st->k_row(l, slot)));
+    ConvertToF16(vr, kv_dim, reinterpret_cast<uint16_t*>(s.st->v_row(l, slot)));
+  } else {
+    std::memcpy(s.st->k_row(l, slot), kr, s.st->row_bytes);
+    std::memcpy(s.st->v_row(l, slot), vr, s.st->row_bytes);
+  }
 }
 
 // Each row against its own sequence's cache; the output goes to xn (free until the next norm).
@@ -377,7 +382,7 @@ void BatchPass::Plan(std::span<const SequenceRows> seqs) {
     const bool chain = AddPending(st, base, seqs[s].parents);
     p.seqs.push_back({&ctx, &st, seqs[s].tokens, rows, n, base, ctx.n_past_, chain, n_logits,
                       ctx.n_logits()});
-    p.attn_seqs.push_back({st.k_cache, st.v_cache, st.layer_stride, st.parents.data(),
+    p.attn_seqs.push_back({st.k_cache, st.v_cache, st.kv_type, st.layer_stride, st.parents.data(),
                            st.depth.data(), ctx.n_past_, base, n, rows});
     p.row_seq.insert(p.row_seq.end(), n, static_cast<int32_t>(s));
     rows += n;

@@ -127,10 +127,24 @@ int ContextSize(const LlamaConfig& config, int n_ctx) {
   return n_ctx > 0 ? n_ctx : std::min(config.n_ctx_train, 4096);
 }
 
-uint64_t KvCacheBytes(const LlamaConfig& config, int n_ctx) {
+const char* KvTypeName(KvType t) { return t == KvType::kF16 ? "f16" : "f32"; }
+
+bool ParseKvType(const std::string& name, KvType* out) {
+  for (KvType t : {KvType::kF16, KvType::kF32}) {
+    if (name == KvTypeName(t)) {
+      *out = t;
+      return true;
+    }
+  }
+  return false;
+}
+
+size_t KvTypeBytes(KvType t) { return t == KvType::kF16 ? sizeof(uint16_t) : sizeof(float); }
+
+uint64_t KvCacheBytes(const LlamaConfig& config, int n_ctx, KvType kv) {
   const uint64_t n = static_cast<uint64_t>(ContextSize(config, n_ctx));
   const uint64_t kv_dim = static_cast<uint64_t>(config.n_head_kv) * config.head_dim;
-  return 2 * static_cast<uint64_t>(config.n_layer) * n * kv_dim * sizeof(float);
+  return 2 * static_cast<uint64_t>(config.n_layer) * n * kv_dim * KvTypeBytes(kv);
 }
 
 uint64_t ForwardScratchBytes(const LlamaConfig& config, int n_batch) {

@@ -114,12 +114,20 @@ class Model {
   uint64_t weight_bytes_ = 0;
 };
 
+// What a Context's KV cache stores: f16 (the default, as llama.cpp's: half the memory and
+// half the bytes a pass reads at depth) or f32. Each K and V row is rounded once, when its
+// token is scored, so a tree node and one-token decoding read the same values.
+enum class KvType { kF16, kF32 };
+const char* KvTypeName(KvType t);  // "f16", "f32"
+bool ParseKvType(const std::string& name, KvType* out);
+size_t KvTypeBytes(KvType t);
+
 // Memory a Context takes, to check a size before constructing one: the constructor and Forward
 // allocate without checking, so an absurd n_ctx or batch would end in std::bad_alloc.
 // ContextSize: the capacity Context(model, n_ctx) gets (n_ctx, or min(context length, 4096)
-// for 0). KvCacheBytes: its f32 K and V caches, [n_layer, n_ctx, n_head_kv * head_dim] each.
+// for 0). KvCacheBytes: its K and V caches, [n_layer, n_ctx, n_head_kv * head_dim] each.
 int ContextSize(const LlamaConfig& config, int n_ctx);
-uint64_t KvCacheBytes(const LlamaConfig& config, int n_ctx);
+uint64_t KvCacheBytes(const LlamaConfig& config, int n_ctx, KvType kv = KvType::kF16);
 // The scratch Forward grows to for a batch of n_batch tokens: activations and logits.
 uint64_t ForwardScratchBytes(const LlamaConfig& config, int n_batch);
 
@@ -129,8 +137,9 @@ struct ContextState;  // context_state.h: the KV cache and pending tree
 class Context {
  public:
   // n_ctx: KV capacity in tokens (0 = min(model's context length, 4096)). pool may be null
-  // (single-threaded). Allocates the f32 KV cache [n_layer, n_ctx, n_head_kv * head_dim] x 2.
-  Context(const Model& model, int n_ctx, ThreadPool* pool);
+  // (single-threaded). Allocates the KV cache [n_layer, n_ctx, n_head_kv * head_dim] x 2 of
+  // `kv` elements.
+  Context(const Model& model, int n_ctx, ThreadPool* pool, KvType kv = KvType::kF16);
   ~Context();
 
   Status Forward(std::span<const int32_t> tokens, std::span<const int32_t> parents);
@@ -166,6 +175,7 @@ class Context {
 
   int n_past() const { return n_past_; }
   int n_ctx() const { return n_ctx_; }
+  KvType kv_type() const;
   const Model& model() const { return model_; }
 
  private:

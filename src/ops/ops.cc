@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "ops/cpu_features.h"
@@ -28,6 +29,9 @@ namespace goose {
 
 namespace kern_base {
 #include "ops/ops_kernels.inc"
+static void ToF16(const float* x, int n, uint16_t* out) {
+  for (int i = 0; i < n; ++i) out[i] = F32ToF16(x[i]);
+}
 static void ConvertF16(const uint16_t* src, int64_t n, float* dst) {
   const float* table = F16Table();
   for (int64_t i = 0; i < n; ++i) dst[i] = table[src[i]];
@@ -50,7 +54,19 @@ static int FirstAbove(const float* x, int n, float t) {
 #pragma GCC push_options
 #pragma GCC target("avx2,f16c")
 namespace kern_avx2 {
+#define GOOSE_KERNELS_F16C 1  // ops_kernels.inc: f16 loads with vcvtph2ps
 #include "ops/ops_kernels.inc"
+#undef GOOSE_KERNELS_F16C
+// vcvtps2ph rounds to nearest even, as F32ToF16.
+static void ToF16(const float* x, int n, uint16_t* out) {
+  int i = 0;
+  for (; i + 8 <= n; i += 8) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i),
+                     _mm256_cvtps_ph(_mm256_loadu_ps(x + i),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  }
+  kern_base::ToF16(x + i, n - i, out + i);
+}
 static void ConvertF16(const uint16_t* src, int64_t n, float* dst) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
@@ -86,8 +102,11 @@ static int FirstAbove(const float* x, int n, float t) {
 #pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl,avx2,f16c")
 namespace kern_avx512 {
 #define GOOSE_KERNELS_AVX512 1  // ops_kernels.inc: masked tail loads and stores
+#define GOOSE_KERNELS_F16C 1
 #include "ops/ops_kernels.inc"
+#undef GOOSE_KERNELS_F16C
 #undef GOOSE_KERNELS_AVX512
+static void ToF16(const float* x, int n, uint16_t* out) { kern_avx2::ToF16(x, n, out); }
 static void ConvertF16(const uint16_t* src, int64_t n, float* dst) {
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
@@ -127,6 +146,11 @@ struct Kernels {
   void (*axpy_rows)(const float*, const float*, int64_t, int, int, float*);
   void (*dot_gather)(const float*, const float* const*, int, int, float, float*);
   void (*axpy_gather)(const float*, const float* const*, int, int, float*);
+  void (*dot_batch_f16)(const float*, const uint16_t*, int64_t, int, int, float, float*);
+  void (*axpy_rows_f16)(const float*, const uint16_t*, int64_t, int, int, float*);
+  void (*dot_gather_f16)(const float*, const uint16_t* const*, int, int, float, float*);
+  void (*axpy_gather_f16)(const float*, const uint16_t* const*, int, int, float*);
+  void (*to_f16)(const float*, int, uint16_t*);
   void (*softmax)(float*, int);
   void (*swiglu)(const float*, const float*, int, float*);
   void (*geglu)(const float*, const float*, int, float*);
@@ -140,7 +164,8 @@ struct Kernels {
 #define GOOSE_KERNELS(ns) \
   Kernels {                                                                        \
     ns::Dot, ns::DotRowsTokens, ns::Axpy, ns::DotBatch, ns::AxpyRows, ns::DotGather,    \
-        ns::AxpyGather, ns::Softmax, ns::SwiGlu, ns::GeluGlu, ns::SoftCap, ns::ConvertF16, \
+        ns::AxpyGather, ns::DotBatchF16, ns::AxpyRowsF16, ns::DotGatherF16,                \
+        ns::AxpyGatherF16, ns::ToF16, ns::Softmax, ns::SwiGlu, ns::GeluGlu, ns::SoftCap, ns::ConvertF16, \
         ns::ConvertBF16, ns::DequantQ8_0, ns::FirstAbove }
 const Kernels kKernels[] = {GOOSE_KERNELS(kern_base), GOOSE_KERNELS(kern_avx2),
                             GOOSE_KERNELS(kern_avx512)};
@@ -336,6 +361,27 @@ void DotGather(const float* q, const float* const* keys, int n_keys, int n, floa
 void AxpyGather(const float* w, const float* const* rows, int n_rows, int n, float* out) {
   Active().axpy_gather(w, rows, n_rows, n, out);
 }
+
+void DotBatch(const float* q, const uint16_t* keys, int64_t stride, int n_keys, int n,
+              float scale, float* out) {
+  Active().dot_batch_f16(q, keys, stride, n_keys, n, scale, out);
+}
+
+void AxpyRows(const float* w, const uint16_t* rows, int64_t stride, int n_rows, int n,
+              float* out) {
+  Active().axpy_rows_f16(w, rows, stride, n_rows, n, out);
+}
+
+void DotGather(const float* q, const uint16_t* const* keys, int n_keys, int n, float scale,
+               float* out) {
+  Active().dot_gather_f16(q, keys, n_keys, n, scale, out);
+}
+
+void AxpyGather(const float* w, const uint16_t* const* rows, int n_rows, int n, float* out) {
+  Active().axpy_gather_f16(w, rows, n_rows, n, out);
+}
+
+void ConvertToF16(const float* x, int n, uint16_t* out) { Active().to_f16(x, n, out); }
 
 void RmsNorm(const float* x, const float* weight, int n, float eps, float* y) {
   const float mean = Dot(x, x, n) / static_cast<float>(n);

@@ -199,6 +199,7 @@ SessionOptions Server::Impl::SessionFor() const {
   so.draft_model_path = opts.draft_model_path;
   so.n_threads = opts.n_threads;
   so.n_ctx = opts.n_ctx;
+  so.kv_type = opts.kv_type;
   so.n_contexts = opts.n_parallel;
   so.memory_flags = "-c or --parallel";
   so.table_cache = opts.table_cache;

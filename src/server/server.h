@@ -62,6 +62,7 @@ struct ServerOptions {
   int max_queue = 16;          // requests waiting beyond the slots
   int n_ctx = 0;               // context per slot; 0 = min(model's, 4096)
   int n_threads = 0;           // forward-pass threads; 0 = all cores
+  KvType kv_type = KvType::kF16;  // the slots' KV caches
   int prefill_chunk = 256;     // prompt tokens per prefill pass (-b)
   int n_http_threads = 0;      // handler threads; 0 = n_parallel + max_queue + 4
   std::string spec = "goose";  // default method (ParseSpecVariant); requests may choose another

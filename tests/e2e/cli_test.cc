@@ -564,13 +564,16 @@ uint64_t MemAvailableBytes() {
 // A context far beyond the machine's memory is a one-line error naming the size, not an abort.
 TEST(Cli, HugeContextIsAMemoryError) {
   if (MemAvailableBytes() > (600ull << 30)) GTEST_SKIP() << "this machine has over 600 GiB free";
-  // 1024 layers of width 64: a 17 MB model whose KV cache at 2^20 tokens is 512 GiB.
+  // 1024 layers of width 64: a 17 MB model whose f16 KV cache at 2^20 tokens is 256 GiB
+  // (512 GiB in f32).
   const std::string path = TempPath("deep.gguf");
   const RunResult s = Goose("synth --arch llama --hidden 64 --layers 1024 --heads 4 --ffn 64 "
                             "--dtype q4_0 --vocab-from " + Model() + " -o " + path);
   ASSERT_EQ(s.exit_code, 0) << s.err;
   const RunResult c = Goose("generate -m " + path + " -c 1048576 -p hi");
-  ExpectOneLineError(c, "huge -c", "a context of 1048576 tokens (512.0 GiB KV cache) needs");
+  ExpectOneLineError(c, "huge -c", "a context of 1048576 tokens (256.0 GiB KV cache) needs");
+  ExpectOneLineError(Goose("generate -m " + path + " -c 1048576 -p hi --kv-type f32"),
+                     "huge -c, f32", "a context of 1048576 tokens (512.0 GiB KV cache) needs");
   ExpectOneLineError(c, "huge -c", "use a smaller -c");
   ExpectOneLineError(Goose("bench-verify -m " + path + " --prefix 1048576"), "huge --prefix",
                      "use a smaller --prefix");
@@ -581,8 +584,9 @@ TEST(Cli, HugeContextIsAMemoryError) {
 // KV cache takes) is still one line and a non-zero exit, via goose_main's backstop.
 TEST(Cli, OutOfMemoryIsOneLineNotAnAbort) {
   if (kSanitized) GTEST_SKIP() << "sanitizers need more address space than the limit allows";
-  // -c 2^20 on the tiny model: 1.25 GiB of KV cache, under a 1 GiB address-space limit.
-  const RunResult r = Goose("generate -m " + Model() + " -c 1048576 -p hi -n 1 -t 1 --spec none",
+  // -c 2^20 on the tiny model: 1.25 GiB of f32 KV cache, under a 1 GiB address-space limit.
+  const RunResult r = Goose("generate -m " + Model() +
+                                " -c 1048576 -p hi -n 1 -t 1 --spec none --kv-type f32",
                             GooseBinary(), "ulimit -v 1048576; ");
   ExpectOneLineError(r, "bad_alloc backstop", "out of memory");
 }

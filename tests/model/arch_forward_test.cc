@@ -186,7 +186,7 @@ TEST_P(ArchForwardTest, ForwardEqualsPlainReferenceImplementation) {
   const std::vector<Vec> want = ReferenceForward(**m, tokens);
   // In passes of 7, 1, 5 and 5 tokens, so that the window's edge falls in the committed
   // prefix as well as in the batch.
-  Context ctx(**m, kCtx, nullptr);
+  Context ctx(**m, kCtx, nullptr, KvType::kF32);  // (the reference keeps f32 keys and values)
   double max_diff = 0, spread = 0;
   int at = 0;
   for (int len : {7, 1, 5, 5}) {

@@ -81,22 +81,34 @@ TEST(GoldenTest, GreedyMatchesLlamaCpp) {
   for (const auto& row : rows) {
     const auto prompt = row["prompt_tokens"].get<std::vector<int32_t>>();
     const auto expected = row["output_tokens"].get<std::vector<int32_t>>();
-    for (bool batched : {false, true}) {
-      Context ctx(TinyModel(), 512, batched ? &pool : nullptr);
-      EXPECT_EQ(Greedy(ctx, prompt, batched, static_cast<int>(expected.size())), expected)
-          << "prompt '" << row["prompt"].get<std::string>() << "' batched=" << batched;
+    // (The reference ran with an f32 KV cache; llama.cpp's own f16 cache gives the same
+    // tokens, and so must goose's.)
+    for (KvType kv : {KvType::kF16, KvType::kF32}) {
+      for (bool batched : {false, true}) {
+        Context ctx(TinyModel(), 512, batched ? &pool : nullptr, kv);
+        EXPECT_EQ(Greedy(ctx, prompt, batched, static_cast<int>(expected.size())), expected)
+            << "prompt '" << row["prompt"].get<std::string>() << "' batched=" << batched
+            << " kv " << KvTypeName(kv);
+      }
     }
   }
 }
 
-TEST(GoldenTest, Top10LogitsMatchLlamaCpp) {
+// With the reference's f32 KV cache the logits agree to 1e-4 (and so does the ranking); an
+// f16 cache moves them by up to ~1e-2 (llama.cpp's own f16 cache: 7.5e-3, SOURCES.md), so
+// there only the values are checked, at that tolerance, and the greedy token.
+class GoldenLogitsTest : public ::testing::TestWithParam<KvType> {};
+
+TEST_P(GoldenLogitsTest, Top10LogitsMatchLlamaCpp) {
   const auto rows = ReadJsonl(SharedPath("reference/stories260K_top10.jsonl"));
   ASSERT_EQ(rows.size(), 3u);
   const int n_vocab = TinyModel().config().n_vocab;
+  const bool exact = GetParam() == KvType::kF32;
+  const double tolerance = exact ? 1e-4 : 1e-2;
   for (const auto& row : rows) {
     const auto prompt = row["prompt_tokens"].get<std::vector<int32_t>>();
     const auto tokens = row["output_tokens_first"].get<std::vector<int32_t>>();
-    Context ctx(TinyModel(), 0, nullptr);
+    Context ctx(TinyModel(), 0, nullptr, GetParam());
     ASSERT_TRUE(ctx.ForwardChain(prompt).ok());
     ctx.KeepAll();
     const auto& positions = row["positions"];
@@ -109,7 +121,7 @@ TEST(GoldenTest, Top10LogitsMatchLlamaCpp) {
         const int id = entry[0].get<int>();
         const double ref = entry[1].get<double>();
         ASSERT_LT(id, n_vocab);
-        EXPECT_NEAR(logits[id], ref, 1e-4 * std::max(1.0, std::fabs(ref)))
+        EXPECT_NEAR(logits[id], ref, tolerance * std::max(1.0, std::fabs(ref)))
             << "step " << k << " id " << id;
         ref_ids.push_back(id);
         ref_values.push_back(ref);
@@ -117,7 +129,7 @@ TEST(GoldenTest, Top10LogitsMatchLlamaCpp) {
       // goose's own ranking: its top ids by value must be the reference's, rank by rank,
       // wherever the reference value is not tied (within 1e-4) with a neighbour; the last
       // rank's lower neighbour is goose's next value, which the reference does not list.
-      const size_t n_top = ref_ids.size();
+      const size_t n_top = exact ? ref_ids.size() : 0;
       std::vector<int> order(n_vocab);
       for (int v = 0; v < n_vocab; ++v) order[v] = v;
       std::partial_sort(order.begin(), order.begin() + n_top + 1, order.end(),
@@ -134,6 +146,10 @@ TEST(GoldenTest, Top10LogitsMatchLlamaCpp) {
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(KvTypes, GoldenLogitsTest,
+                         ::testing::Values(KvType::kF32, KvType::kF16),
+                         [](const auto& info) { return std::string(KvTypeName(info.param)); });
 
 // Plain decode speed of the tiny model (single-token Forward loop), printed for the report.
 // Wall time depends on machine load; the 1-thread line also gives CPU time of this thread.

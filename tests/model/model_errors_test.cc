@@ -326,9 +326,10 @@ TEST(ModelErrorsTest, KvCacheBytesFollowsTheCacheLayout) {
   const LlamaConfig& c = TinyModel().config();  // 5 layers, 4 KV heads of 8
   EXPECT_EQ(ContextSize(c, 0), 512);
   EXPECT_EQ(ContextSize(c, 100), 100);
-  EXPECT_EQ(KvCacheBytes(c, 100), 2u * 5 * 100 * 32 * 4);
-  EXPECT_EQ(KvCacheBytes(c, 0), 2u * 5 * 512 * 32 * 4);
-  EXPECT_EQ(KvCacheBytes(c, 1 << 20), 2ull * 5 * (1 << 20) * 32 * 4);  // no int overflow
+  EXPECT_EQ(KvCacheBytes(c, 100), 2u * 5 * 100 * 32 * 2);  // f16 unless told
+  EXPECT_EQ(KvCacheBytes(c, 100, KvType::kF32), 2u * 5 * 100 * 32 * 4);
+  EXPECT_EQ(KvCacheBytes(c, 0), 2u * 5 * 512 * 32 * 2);
+  EXPECT_EQ(KvCacheBytes(c, 1 << 20, KvType::kF32), 2ull * 5 * (1 << 20) * 32 * 4);  // no overflow
   EXPECT_EQ(ForwardScratchBytes(c, 0), 0u);
   // At least the logits and the two FFN rows per token.
   EXPECT_GE(ForwardScratchBytes(c, 10), 10u * (512 + 2 * 172) * 4);

@@ -22,6 +22,14 @@ namespace {
 
 constexpr int kCtx = 320;
 
+// What the contexts of the check being run are made with (set by the public checks, which run
+// on the test's thread): room for its prefixes and trees, and the KV cache asked for.
+struct ContextSettings {
+  int n_ctx = kCtx;
+  KvType kv = KvType::kF16;
+};
+ContextSettings g_ctx;
+
 // Random parents: several roots, mixed deep chains and bushy levels.
 std::vector<int32_t> RandomParents(SplitMix64& rng, int n) {
   std::vector<int32_t> p(static_cast<size_t>(n));
@@ -80,7 +88,8 @@ void ExpectBitwiseEqual(const float* a, const float* b, int n, const std::string
 }
 
 void CheckTreesEqualSequential(const Model& model, int n_threads, uint64_t seed, int n_trees,
-                               int min_prefix, int max_prefix) {
+                               int min_prefix, int max_prefix, KvType kv) {
+  g_ctx = {std::max(kCtx, max_prefix + 130), kv};
   const int n_vocab = model.config().n_vocab;
   ThreadPool pool(n_threads);
   SplitMix64 rng(seed);
@@ -90,14 +99,14 @@ void CheckTreesEqualSequential(const Model& model, int n_threads, uint64_t seed,
     const auto tokens = RandomTokens(rng, n, n_vocab);
     const auto parents = RandomParents(rng, n);
 
-    Context tree(model, kCtx, &pool);
+    Context tree(model, g_ctx.n_ctx, &pool, g_ctx.kv);
     CommitPrefix(tree, prefix);
     ASSERT_TRUE(tree.Forward(tokens, parents).ok());
     ASSERT_EQ(tree.n_batch(), n);
 
     // Depth-first, one token at a time: evaluate a node, commit it, visit its children, then
     // truncate back. Each node is evaluated once, after exactly its root path.
-    Context seq(model, kCtx, nullptr);
+    Context seq(model, g_ctx.n_ctx, nullptr, g_ctx.kv);
     FeedOneByOne(seq, prefix);
     std::vector<std::vector<int>> children(static_cast<size_t>(n));
     std::vector<int> roots;
@@ -122,7 +131,7 @@ void CheckTreesEqualSequential(const Model& model, int n_threads, uint64_t seed,
     // A few nodes again in a brand-new context that never saw anything else.
     for (int k = 0; k < 2; ++k) {
       const int node = static_cast<int>(rng.Below(static_cast<uint64_t>(n)));
-      Context fresh(model, kCtx, nullptr);
+      Context fresh(model, g_ctx.n_ctx, nullptr, g_ctx.kv);
       std::vector<int32_t> seq_tokens = prefix;
       for (int j : RootPath(parents, node)) seq_tokens.push_back(tokens[j]);
       FeedOneByOne(fresh, seq_tokens);
@@ -134,6 +143,7 @@ void CheckTreesEqualSequential(const Model& model, int n_threads, uint64_t seed,
 
 void CheckKeepPathContinuation(const Model& model, int n_threads, uint64_t seed, int n_trials,
                                int min_prefix, int max_prefix) {
+  g_ctx = ContextSettings();
   const int n_vocab = model.config().n_vocab;
   ThreadPool pool(n_threads);
   SplitMix64 rng(seed);
@@ -146,14 +156,14 @@ void CheckKeepPathContinuation(const Model& model, int n_threads, uint64_t seed,
     const int node = n - 1 - static_cast<int>(rng.Below(std::min(n, 5)));
     const auto path = RootPath(parents, node);
 
-    Context tree(model, kCtx, &pool);
+    Context tree(model, g_ctx.n_ctx, &pool, g_ctx.kv);
     CommitPrefix(tree, prefix);
     ASSERT_TRUE(tree.Forward(tokens, parents).ok());
     int32_t next = Argmax(tree.logits(node), n_vocab);
     tree.KeepPath(path);
     ASSERT_EQ(tree.n_past(), static_cast<int>(prefix.size() + path.size()));
 
-    Context fresh(model, kCtx, nullptr);
+    Context fresh(model, g_ctx.n_ctx, nullptr, g_ctx.kv);
     std::vector<int32_t> seen = prefix;
     for (int j : path) seen.push_back(tokens[j]);
     FeedOneByOne(fresh, seen);
@@ -169,17 +179,18 @@ void CheckKeepPathContinuation(const Model& model, int n_threads, uint64_t seed,
 }
 
 void CheckTruncateContinuation(const Model& model, int n_threads, uint64_t seed) {
+  g_ctx = ContextSettings();
   const int n_vocab = model.config().n_vocab;
   ThreadPool pool(n_threads);
   SplitMix64 rng(seed);
   const auto tokens = RandomTokens(rng, 60, n_vocab);
   const int keep = 23;
-  Context ctx(model, kCtx, &pool);
+  Context ctx(model, g_ctx.n_ctx, &pool, g_ctx.kv);
   ASSERT_TRUE(ctx.ForwardChain(tokens).ok());
   ctx.KeepAll();
   ctx.Truncate(keep);
   ASSERT_EQ(ctx.n_past(), keep);
-  Context fresh(model, kCtx, nullptr);
+  Context fresh(model, g_ctx.n_ctx, nullptr, g_ctx.kv);
   FeedOneByOne(fresh, std::vector<int32_t>(tokens.begin(), tokens.begin() + keep));
   int32_t next = tokens[keep];  // a different token than the one truncated would not matter
   for (int step = 0; step < 8; ++step) {
@@ -211,7 +222,7 @@ BatchCase RandomBatchCase(const Model& model, SplitMix64& rng, int min_prefix, i
   if (kind == 1) {
     for (int i = 0; i < n; ++i) b.parents[i] = i - 1;
   }
-  b.ctx = std::make_unique<Context>(model, kCtx, nullptr);
+  b.ctx = std::make_unique<Context>(model, g_ctx.n_ctx, nullptr, g_ctx.kv);
   CommitPrefix(*b.ctx, b.prefix);
   return b;
 }
@@ -232,7 +243,7 @@ void ExpectEachEqualsItsOwnPass(const Model& model, const std::vector<BatchCase>
   for (size_t s = 0; s < cases.size(); ++s) {
     const BatchCase& b = cases[s];
     const std::string name = what + " sequence " + std::to_string(s);
-    Context own(model, kCtx, nullptr);
+    Context own(model, g_ctx.n_ctx, nullptr, g_ctx.kv);
     CommitPrefix(own, b.prefix);
     ASSERT_TRUE(own.Forward(b.tokens, b.parents).ok());
     ASSERT_EQ(b.ctx->n_batch(), static_cast<int>(b.tokens.size())) << name;
@@ -241,7 +252,7 @@ void ExpectEachEqualsItsOwnPass(const Model& model, const std::vector<BatchCase>
                          name + " row " + std::to_string(i));
     }
     const int last = static_cast<int>(b.tokens.size()) - 1;
-    Context fresh(model, kCtx, nullptr);
+    Context fresh(model, g_ctx.n_ctx, nullptr, g_ctx.kv);
     std::vector<int32_t> seen = b.prefix;
     for (int j : RootPath(b.parents, last)) seen.push_back(b.tokens[j]);
     FeedOneByOne(fresh, seen);
@@ -283,7 +294,7 @@ void ExpectKeepPathThenBatchedDecoding(const Model& model, BatchPass& pass, Spli
     b.ctx->KeepPath(path);
     std::vector<int32_t> seen = b.prefix;
     for (int j : path) seen.push_back(b.tokens[j]);
-    fresh.push_back(std::make_unique<Context>(model, kCtx, nullptr));
+    fresh.push_back(std::make_unique<Context>(model, g_ctx.n_ctx, nullptr, g_ctx.kv));
     FeedOneByOne(*fresh.back(), seen);
   }
   const int32_t root = -1;
@@ -307,7 +318,8 @@ void ExpectKeepPathThenBatchedDecoding(const Model& model, BatchPass& pass, Spli
 }  // namespace
 
 void CheckBatchEqualsSingle(const Model& model, int n_threads, uint64_t seed, int n_passes,
-                            int min_prefix, int max_prefix) {
+                            int min_prefix, int max_prefix, KvType kv) {
+  g_ctx = {std::max(kCtx, max_prefix + 130), kv};
   ThreadPool pool(n_threads);
   BatchPass pass(model, &pool);
   SplitMix64 rng(seed);

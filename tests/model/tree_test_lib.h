@@ -20,9 +20,11 @@ void ExpectBitwiseEqual(const float* a, const float* b, int n, const std::string
 // min_prefix..max_prefix tokens; each node's logits must equal, bit for bit, its root path
 // evaluated one token at a time (depth-first with Truncate, and for some nodes in a brand-new
 // Context). The tree runs on `n_threads`, the sequential reference on 1 thread. (Prefixes and
-// paths longer than a model's sliding window exercise the window's edge in both parts.)
+// paths longer than a model's sliding window exercise the window's edge in both parts.) Every
+// context has a KV cache of `kv` elements.
 void CheckTreesEqualSequential(const Model& model, int n_threads, uint64_t seed, int n_trees,
-                               int min_prefix = 1, int max_prefix = 40);
+                               int min_prefix = 1, int max_prefix = 40,
+                               KvType kv = KvType::kF16);
 
 // After a tree pass, KeepPath(root path of a random node) and greedy decoding continue with
 // the same logits bits as a context that only ever saw that path.
@@ -40,6 +42,6 @@ void CheckTruncateContinuation(const Model& model, int n_threads, uint64_t seed)
 // sequence keeps a random node's path and a decoding pass of one token per sequence equals
 // fresh contexts fed that history one token at a time.
 void CheckBatchEqualsSingle(const Model& model, int n_threads, uint64_t seed, int n_passes,
-                            int min_prefix = 1, int max_prefix = 40);
+                            int min_prefix = 1, int max_prefix = 40, KvType kv = KvType::kF16);
 
 }  // namespace goose

@@ -339,6 +339,68 @@ TEST(OpsTest, AttentionHelpersEqualPerRowCalls) {
   }
 }
 
+// The f16 KV cache's rows: written with ConvertToF16 (the bits of F32ToF16, round to nearest
+// even, on every level: normals, subnormals, ties, overflow, zeros), and read by the f16
+// attention helpers with the bits the f32 ones give on the exactly widened rows.
+TEST(OpsTest, F16RowsRoundAndReadTheSameOnEveryLevel) {
+  LevelGuard guard;
+  SplitMix64 rng(21);
+  std::vector<float> x;
+  for (float v : {0.0f, -0.0f, 1.0f, 65504.0f, 65520.0f, 1e9f, -1e9f, 6.1e-5f, 5.96e-8f,
+                  2.98e-8f, 2.99e-8f, 1.0009765625f, 1.00048828125f, 1.00146484375f}) {
+    x.push_back(v);
+  }
+  for (int i = 0; i < 4000; ++i) {
+    const float scale = std::ldexp(1.0f, static_cast<int>(rng.Below(50)) - 30);
+    x.push_back((static_cast<float>(rng.Below(1 << 20)) / (1 << 19) - 1.0f) * scale);
+  }
+  std::vector<uint16_t> want(x.size());
+  for (size_t i = 0; i < x.size(); ++i) want[i] = F32ToF16(x[i]);
+  for (int level = 0; level <= static_cast<int>(DetectCpuLevel()); ++level) {
+    SetCpuLevelCap(static_cast<CpuLevel>(level));
+    std::vector<uint16_t> got(x.size());
+    ConvertToF16(x.data(), static_cast<int>(x.size()), got.data());
+    EXPECT_EQ(got, want) << "level " << level;
+  }
+  for (int n : {8, 16, 24, 64, 128}) {
+    for (int n_rows : {1, 5, 16, 37}) {
+      const int stride = n + 8;
+      const auto q = RandomVec(rng, n), w = RandomVec(rng, n_rows);
+      const auto rows32 = RandomVec(rng, n_rows * stride);
+      std::vector<uint16_t> rows(rows32.size());
+      for (size_t i = 0; i < rows.size(); ++i) rows[i] = F32ToF16(rows32[i]);
+      std::vector<float> widened(rows.size());
+      for (size_t i = 0; i < rows.size(); ++i) widened[i] = F16ToF32(rows[i]);
+      std::vector<const uint16_t*> ptrs(n_rows);
+      std::vector<const float*> wptrs(n_rows);
+      for (int j = 0; j < n_rows; ++j) {
+        ptrs[j] = rows.data() + ((j * 7) % n_rows) * stride;
+        wptrs[j] = widened.data() + ((j * 7) % n_rows) * stride;
+      }
+      SetCpuLevelCap(CpuLevel::kBaseline);
+      std::vector<float> s_ref(n_rows), g_ref(n_rows), a_ref(n, 0.5f), ag_ref(n, 0.5f);
+      DotBatch(q.data(), widened.data(), stride, n_rows, n, 0.25f, s_ref.data());
+      DotGather(q.data(), wptrs.data(), n_rows, n, 0.25f, g_ref.data());
+      AxpyRows(w.data(), widened.data(), stride, n_rows, n, a_ref.data());
+      AxpyGather(w.data(), wptrs.data(), n_rows, n, ag_ref.data());
+      for (int level = 0; level <= static_cast<int>(DetectCpuLevel()); ++level) {
+        SetCpuLevelCap(static_cast<CpuLevel>(level));
+        std::vector<float> s(n_rows), g(n_rows), a(n, 0.5f), ag(n, 0.5f);
+        DotBatch(q.data(), rows.data(), stride, n_rows, n, 0.25f, s.data());
+        DotGather(q.data(), ptrs.data(), n_rows, n, 0.25f, g.data());
+        AxpyRows(w.data(), rows.data(), stride, n_rows, n, a.data());
+        AxpyGather(w.data(), ptrs.data(), n_rows, n, ag.data());
+        const std::string at = "level " + std::to_string(level) + " n " + std::to_string(n) +
+                               " rows " + std::to_string(n_rows);
+        EXPECT_EQ(std::memcmp(s.data(), s_ref.data(), n_rows * 4), 0) << at;
+        EXPECT_EQ(std::memcmp(g.data(), g_ref.data(), n_rows * 4), 0) << at;
+        EXPECT_EQ(std::memcmp(a.data(), a_ref.data(), n * 4), 0) << at;
+        EXPECT_EQ(std::memcmp(ag.data(), ag_ref.data(), n * 4), 0) << at;
+      }
+    }
+  }
+}
+
 // Softmax and SwiGlu use goose's own vector e^x: within a few ulp of std::exp over the range
 // attention and SiLU produce, 0 far below it, and bitwise the same on every CPU level.
 TEST(OpsTest, ExpBasedOpsAreAccurateAndEqualOnEveryLevel) {
