@@ -334,7 +334,8 @@ GOOSE_API goose_status goose_drafter_free(goose_drafter* drafter);
 
 typedef struct goose_drafter_info {
   int32_t n_vocab;
-  int32_t top_k;         /* candidates per row the drafter keeps: report at least this many */
+  int32_t top_k;         /* candidates per row the drafter keeps: report at least this many
+                            (0: the method learns nothing from rows, e.g. pld) */
   int32_t open_requests;
   char method[64];       /* the variant, canonical ("goose+keep", "pld", ...) */
 } goose_drafter_info;
