@@ -75,7 +75,8 @@ typedef enum goose_source {
   GOOSE_SOURCE_DRAFT = 4,         /* a draft model's token */
   GOOSE_SOURCE_GRAFT_CONTEXT = 5, /* a context-match token grafted into a draft-model tree */
   GOOSE_SOURCE_GRAFT_TABLE = 6,   /* a table token grafted into a draft-model tree */
-  GOOSE_SOURCE_COUNT = 7
+  GOOSE_SOURCE_PREDICTION = 7,    /* a token of the request's predicted output */
+  GOOSE_SOURCE_COUNT = 8
 } goose_source;
 
 /* What speculation did: verified cycles (one tree per forward pass after the prefill) and,
@@ -195,6 +196,10 @@ typedef struct goose_generate_params {
   const int32_t* stop_tokens; /* also stop after these ids; may be NULL when n_stop_tokens is 0 */
   int32_t n_stop_tokens;
   int32_t prefill_chunk; /* prompt tokens per prefill pass (default 256; 0: one pass) */
+  const int32_t* prediction; /* the output the caller expects (OpenAI's Predicted Outputs), as
+                                token ids without BOS, at most n_ctx; tuned goose, pld and graft
+                                draft from it too. The output never depends on it. NULL: none */
+  int32_t n_prediction;
 } goose_generate_params;
 
 GOOSE_API void goose_generate_default_params(goose_generate_params* params);
@@ -292,6 +297,7 @@ GOOSE_API goose_status goose_session_n_past(const goose_session* session, int32_
  * the host verified. One request's cycle (docs/library.md):
  *
  *   goose_drafter_begin(prompt)            once per request
+ *   (goose_drafter_set_prediction)         the expected output, if the request has one
  *   goose_drafter_observe_prompt(rows)     the top-k of the prompt rows the host scored
  *   goose_drafter_commit(NULL, 0, first)   the token the host generated from the prompt
  *   loop:
@@ -362,6 +368,12 @@ GOOSE_API goose_status goose_drafter_observe_prompt(goose_drafter_request* reque
                                                     int32_t first_row, int32_t n_rows,
                                                     const int32_t* top_ids,
                                                     const float* top_logits, int32_t k);
+
+/* The request's predicted output (OpenAI's Predicted Outputs: text the generation is expected
+ * to reproduce), as token ids without BOS: tuned goose and pld draft from it while the output
+ * follows it. Once, before the first commit. Errors: ids outside the vocabulary, n < 1. */
+GOOSE_API goose_status goose_drafter_set_prediction(goose_drafter_request* request,
+                                                   const int32_t* tokens, int32_t n_tokens);
 
 /* A proposed tree: node 0 is the root (the last committed token, which the host has not yet
  * scored), nodes in parents-first order, siblings' tokens distinct. */

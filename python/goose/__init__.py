@@ -58,7 +58,7 @@ def _stats_dict(s: "_c.SpecStats") -> dict:
 
 
 def _generate_params(max_tokens, method, budget, temperature, top_k, top_p, seed, ignore_eos,
-                     stop_tokens, prefill_chunk):
+                     stop_tokens, prefill_chunk, prediction):
     p = _c.GenerateParams()
     lib.goose_generate_default_params(ctypes.byref(p))
     p.max_tokens = max_tokens
@@ -74,7 +74,10 @@ def _generate_params(max_tokens, method, budget, temperature, top_k, top_p, seed
     p.n_stop_tokens = len(stop_tokens)
     if prefill_chunk is not None:
         p.prefill_chunk = prefill_chunk
-    return p, stops  # (stops must live as long as p)
+    predicted = _ints(list(prediction))
+    p.prediction = ctypes.cast(predicted, _c.c_int32_p)
+    p.n_prediction = len(prediction)
+    return p, (stops, predicted)  # (the arrays must live as long as p)
 
 
 class Session:
@@ -106,11 +109,13 @@ class Session:
                         method: str = "none", budget=0, temperature: float = 0.0,
                         top_k: int = 40, top_p: float = 0.95, seed: int = 0,
                         ignore_eos: bool = False, stop_tokens: Sequence[int] = (),
-                        prefill_chunk: Optional[int] = None, on_text=None) -> List[int]:
+                        prefill_chunk: Optional[int] = None, prediction: Sequence[int] = (),
+                        on_text=None) -> List[int]:
         """The generated token ids. on_text(piece: bytes) is called as text commits; it may
-        return False to stop. Keyword arguments as goose generate's flags (budget "auto")."""
+        return False to stop. Keyword arguments as goose generate's flags (budget "auto";
+        prediction: the expected output's token ids, without BOS)."""
         p, _keep = _generate_params(max_tokens, method, budget, temperature, top_k, top_p, seed,
-                                    ignore_eos, stop_tokens, prefill_chunk)
+                                    ignore_eos, stop_tokens, prefill_chunk, prediction)
         prompt_ids = _ints(list(prompt))
 
         def on_tokens(_user, _tokens, _n, text, length):
@@ -246,10 +251,13 @@ class Model:
         with stream=True an iterator of text pieces as they commit (leaving it early stops the
         generation). options: method ("none", "goose", "pld", ...), budget (0: the method's,
         1..128, "auto"), temperature, top_k, top_p, seed, ignore_eos, stop_tokens,
-        prefill_chunk."""
+        prefill_chunk, prediction (the text the output is expected to hold: OpenAI's Predicted
+        Outputs; goose --prediction)."""
         if self._session is None:
             self._session = Session(self)
         ids = self.tokenize(prompt, add_bos)
+        if isinstance(options.get("prediction"), str):
+            options["prediction"] = self.tokenize(options["prediction"], add_bos=False)
         if stream:
             return self._stream(ids, max_tokens, options)
         tokens = self._session.generate_tokens(ids, max_tokens, **options)
@@ -335,6 +343,10 @@ class DraftRequest:
         ids, logits, k = self._rows(top_ids, top_logits)
         _check(lib.goose_drafter_observe_prompt(self._handle, first_row, len(top_ids), ids,
                                                 logits, k))
+
+    def set_prediction(self, tokens: Sequence[int]) -> None:
+        """The request's expected output (token ids without BOS), before the first commit."""
+        _check(lib.goose_drafter_set_prediction(self._handle, _ints(tokens), len(tokens)))
 
     def propose(self, budget: int) -> DraftTree:
         t = _c.DraftTree()

@@ -13,8 +13,9 @@ except ImportError:  # the source tree: $GOOSE_LIBRARY or the loader's path
 c_int32_p = ctypes.POINTER(ctypes.c_int32)
 c_float_p = ctypes.POINTER(ctypes.c_float)
 
-SOURCE_COUNT = 7
-SOURCE_NAMES = ("root", "spine", "branch", "chain", "draft", "graft_context", "graft_table")
+SOURCE_COUNT = 8
+SOURCE_NAMES = ("root", "spine", "branch", "chain", "draft", "graft_context", "graft_table",
+                "prediction")
 
 STATUS_NAMES = {
     0: "GOOSE_OK",
@@ -89,6 +90,8 @@ class GenerateParams(ctypes.Structure):
         ("stop_tokens", c_int32_p),
         ("n_stop_tokens", ctypes.c_int32),
         ("prefill_chunk", ctypes.c_int32),
+        ("prediction", c_int32_p),
+        ("n_prediction", ctypes.c_int32),
     ]
 
 
@@ -178,6 +181,7 @@ _SIGNATURES = {
     "goose_drafter_end": (_S, [_P]),
     "goose_drafter_observe_prompt": (_S, [_P, ctypes.c_int32, ctypes.c_int32, c_int32_p,
                                           c_float_p, ctypes.c_int32]),
+    "goose_drafter_set_prediction": (_S, [_P, c_int32_p, ctypes.c_int32]),
     "goose_drafter_propose": (_S, [_P, ctypes.c_int32, ctypes.POINTER(DraftTree)]),
     "goose_drafter_observe": (_S, [_P, ctypes.c_int32, c_int32_p, c_float_p, ctypes.c_int32]),
     "goose_drafter_commit": (_S, [_P, c_int32_p, ctypes.c_int32, ctypes.c_int32]),

@@ -140,6 +140,23 @@ goose_status goose_drafter_observe_prompt(goose_drafter_request* request, int32_
   });
 }
 
+goose_status goose_drafter_set_prediction(goose_drafter_request* request, const int32_t* tokens,
+                                         int32_t n_tokens) {
+  constexpr const char* fn = "goose_drafter_set_prediction";
+  return Call(fn, [&] {
+    DraftRequest* r = nullptr;
+    if (goose_status st = Resolve(request, fn, "request", &r); st != GOOSE_OK) return st;
+    if (n_tokens < 1) {
+      return Fail(GOOSE_ERROR_INVALID_ARGUMENT, fn, StrFormat("n_tokens = %d", n_tokens));
+    }
+    GOOSE_API_REQUIRE(tokens, fn);
+    if (auto e = r->SetPrediction({tokens, static_cast<size_t>(n_tokens)})) {
+      return FromDraftError(*e, fn);
+    }
+    return GOOSE_OK;
+  });
+}
+
 goose_status goose_drafter_propose(goose_drafter_request* request, int32_t budget,
                                    goose_draft_tree* out) {
   constexpr const char* fn = "goose_drafter_propose";

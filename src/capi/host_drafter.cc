@@ -194,6 +194,21 @@ std::optional<DraftError> DraftRequest::ObservePrompt(int first_row, const HostR
   return std::nullopt;
 }
 
+std::optional<DraftError> DraftRequest::SetPrediction(std::span<const int32_t> tokens) {
+  if (started_) return StateError("the prediction comes before the first commit");
+  if (predicted_) return StateError("the request has its prediction already");
+  if (tokens.empty()) return ArgumentError("an empty prediction");
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    if (tokens[i] < 0 || tokens[i] >= n_vocab()) {
+      return ArgumentError(StrFormat("tokens[%zu] = %d is outside the vocabulary [0, %d)", i,
+                                     tokens[i], n_vocab()));
+    }
+  }
+  drafter_->SetPrediction(tokens);  // (the drafter's own state: no lock)
+  predicted_ = true;
+  return std::nullopt;
+}
+
 std::optional<DraftError> DraftRequest::Propose(int budget, const DraftTree** tree) {
   if (budget < 1 || budget > HostDrafter::kMaxBudget) {
     return ArgumentError(StrFormat("budget = %d, expected 1..%d nodes (root included)", budget,
@@ -293,7 +308,7 @@ void DraftRequest::CommitTree(std::span<const int32_t> accepted, int32_t bonus) 
   for (int32_t v : accepted) {
     acc.path.push_back(v);
     acc.tokens.push_back(tree.tokens[v]);
-    has_spine |= tree.source[v] == NodeSource::kSpine;
+    has_spine |= IsSpineSource(tree.source[v]);
     has_branch |= tree.source[v] == NodeSource::kBranch;
   }
   acc.spine_continuation = has_spine && has_branch;

@@ -7,9 +7,10 @@
 //   its table (+cold, goose+paper) gets a Learned per request instead, as in the engine.
 // - DraftRequest is one request: the method's per-request Drafter (context matcher, ...) and
 //   the open cycle. It runs the engine's cycle (engine/sequence.h) with the host in the
-//   engine's place: Begin(prompt) -> ObservePrompt (prefill rows) -> Commit(first token) ->
-//   [Propose -> (host scores, walks) -> Observe(rows) -> Commit(path, bonus)]*. Given the same
-//   rows (each row's top-k logits, in any order) it proposes the trees the engine would.
+//   engine's place: Begin(prompt) -> (SetPrediction) -> ObservePrompt (prefill rows) ->
+//   Commit(first token) -> [Propose -> (host scores, walks) -> Observe(rows) -> Commit(path,
+//   bonus)]*. Given the same rows (each row's top-k logits, in any order) it proposes the
+//   trees the engine would.
 // - HostRows: a host's top-k rows, checked (ids in [-1, n_vocab), no token twice in a row) and
 //   put in TopK's order (logit descending, lower id first, NaN last), scored by RankedSoftmax:
 //   the ids and scores a Context's TopK gives for the same logits.
@@ -101,6 +102,8 @@ class DraftRequest {
   ~DraftRequest();
 
   std::optional<DraftError> ObservePrompt(int first_row, const HostRows& rows);
+  // The request's predicted output (Drafter::SetPrediction): once, before the first commit.
+  std::optional<DraftError> SetPrediction(std::span<const int32_t> tokens);
   // The tree, valid until the next Propose, Commit or the request's end.
   std::optional<DraftError> Propose(int budget, const DraftTree** tree);
   std::optional<DraftError> Observe(HostRows rows);
@@ -126,6 +129,7 @@ class DraftRequest {
   bool open_ = false;      // a proposal awaits its commit
   bool started_ = false;   // the first token is committed
   bool stopped_ = false;   // a commit ended on a stop token
+  bool predicted_ = false; // SetPrediction ran
   std::optional<HostRows> rows_;  // the open proposal's scored rows, if the host gave them
   SpecStats stats_;
 };

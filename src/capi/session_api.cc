@@ -101,6 +101,11 @@ goose_status ToGenerateParams(const goose_generate_params& p, const ModelState& 
                 StrFormat("n_stop_tokens = %d with stop_tokens %s", p.n_stop_tokens,
                           p.stop_tokens ? "set" : "NULL"));
   }
+  if (p.n_prediction < 0 || (p.n_prediction > 0 && p.prediction == nullptr)) {
+    return Fail(GOOSE_ERROR_INVALID_ARGUMENT, fn,
+                StrFormat("n_prediction = %d with prediction %s", p.n_prediction,
+                          p.prediction ? "set" : "NULL"));
+  }
   if (p.prefill_chunk < 0) {
     return Fail(GOOSE_ERROR_INVALID_ARGUMENT, fn,
                 StrFormat("prefill_chunk = %d, expected >= 0", p.prefill_chunk));
@@ -109,6 +114,7 @@ goose_status ToGenerateParams(const goose_generate_params& p, const ModelState& 
   out->prefill_chunk = p.prefill_chunk;
   out->ignore_eos = p.ignore_eos != 0;
   out->stop_tokens.assign(p.stop_tokens, p.stop_tokens + p.n_stop_tokens);
+  out->prediction.assign(p.prediction, p.prediction + p.n_prediction);
   out->sampling.temp = p.sampling.temperature;
   out->sampling.top_k = p.sampling.top_k;
   out->sampling.top_p = p.sampling.top_p;

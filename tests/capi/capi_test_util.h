@@ -2,8 +2,11 @@
 // links libgoose.so, which exports nothing else) and the goose binary, as a program would.
 #pragma once
 
+#include <unistd.h>
+
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -80,9 +83,26 @@ inline std::vector<int32_t> Tokenize(goose_model* m, const std::string& text) {
   return ids;
 }
 
+// A cache directory of this process for the goose binary's runs (never the user's), removed
+// at exit.
+inline const std::string& CacheHome() {
+  struct Dir {
+    std::string path = (std::filesystem::temp_directory_path() /
+                        ("goose_capi_cache_" + std::to_string(::getpid())))
+                           .string();
+    ~Dir() {
+      std::error_code ignored;
+      std::filesystem::remove_all(path, ignored);
+    }
+  };
+  static const Dir dir;
+  return dir.path;
+}
+
 // Runs the goose binary with `args`; its stdout.
 inline std::string RunGoose(const std::string& args, int* exit_code = nullptr) {
-  const std::string cmd = GooseBinary() + " " + args + " 2>/dev/null";
+  const std::string cmd = "XDG_CACHE_HOME='" + CacheHome() + "' " + GooseBinary() + " " + args +
+                          " 2>/dev/null";
   FILE* p = popen(cmd.c_str(), "r");
   std::string out;
   if (p == nullptr) return out;

@@ -155,6 +155,11 @@ TEST(Drafter, ARequestsCallsComeInOrder) {
   EXPECT_STATUS(goose_drafter_observe_prompt(r, 38, 4, ids.data(), logits.data(), kK),
                 GOOSE_ERROR_INVALID_ARGUMENT);  // rows 38..41 of a 40-token prompt
   ASSERT_OK(goose_drafter_observe_prompt(r, 36, 4, ids.data(), logits.data(), kK));
+  const int32_t bad_prediction[] = {1, kVocab}, prediction[] = {2, 3, 4};
+  EXPECT_STATUS(goose_drafter_set_prediction(r, bad_prediction, 2), GOOSE_ERROR_INVALID_ARGUMENT);
+  EXPECT_STATUS(goose_drafter_set_prediction(r, nullptr, 2), GOOSE_ERROR_INVALID_ARGUMENT);
+  ASSERT_OK(goose_drafter_set_prediction(r, prediction, 3));
+  EXPECT_STATUS(goose_drafter_set_prediction(r, prediction, 3), GOOSE_ERROR_STATE);  // twice
   ASSERT_OK(goose_drafter_commit(r, nullptr, 0, 1));
   EXPECT_STATUS(goose_drafter_observe_prompt(r, 0, 4, ids.data(), logits.data(), kK),
                 GOOSE_ERROR_STATE);  // after the first token

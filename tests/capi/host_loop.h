@@ -61,8 +61,10 @@ inline std::vector<int32_t> Walk(goose_model* m, goose_session* s, const goose_d
 }
 
 // One request: the prompt's pass (the drafter observes its rows), then a tree per pass.
+// prediction: the request's expected output (tokens without BOS), or empty.
 inline HostLoopResult RunHostLoop(goose_model* m, goose_session* s, goose_drafter* d,
-                                  const std::vector<int32_t>& prompt, int n_predict, int budget) {
+                                  const std::vector<int32_t>& prompt, int n_predict, int budget,
+                                  const std::vector<int32_t>& prediction = {}) {
   HostLoopResult out;
   goose_drafter_info info;
   EXPECT_EQ(goose_drafter_info_get(d, &info), GOOSE_OK);
@@ -70,6 +72,10 @@ inline HostLoopResult RunHostLoop(goose_model* m, goose_session* s, goose_drafte
   goose_drafter_request* req = nullptr;
   EXPECT_EQ(goose_drafter_begin(d, prompt.data(), int32_t(prompt.size()), &req), GOOSE_OK);
   RequestPtr request(req);
+  if (!prediction.empty()) {
+    EXPECT_EQ(goose_drafter_set_prediction(req, prediction.data(), int32_t(prediction.size())),
+              GOOSE_OK);
+  }
   const int n = int(prompt.size());
   std::vector<int32_t> chain(n), ids;
   std::vector<float> logits;

@@ -70,6 +70,50 @@ TEST(HostLoop, MatchesGooseGenerateAtFixedBudgets) {
   }
 }
 
+// With a predicted output (goose generate --prediction FILE): the same trees again, its spine
+// the prediction's.
+TEST(HostLoop, WithAPredictionMatchesGooseGenerate) {
+  ModelPtr m = LoadTiny();
+  SessionPtr s = OpenSession(m.get());
+  const std::string text = Prompts()[0];
+  const std::vector<int32_t> prompt = Tokenize(m.get(), text);
+  // The expected output: plain decoding's text with one sentence changed.
+  const std::vector<int32_t> plain = PlainTokens(s.get(), prompt);
+  size_t len = 0;
+  goose_detokenize(m.get(), plain.data(), int32_t(plain.size()), nullptr, 0, &len);
+  std::string expected(len + 1, '\0');
+  ASSERT_OK(goose_detokenize(m.get(), plain.data(), int32_t(plain.size()), expected.data(),
+                             expected.size(), &len));
+  expected.resize(len);
+  expected.replace(expected.size() / 2, 6, " blue ");
+  const std::string file = CacheHome() + ".prediction";
+  std::FILE* f = std::fopen(file.c_str(), "wb");
+  ASSERT_NE(f, nullptr);
+  std::fwrite(expected.data(), 1, expected.size(), f);
+  std::fclose(f);
+  int32_t n = 0;
+  goose_tokenize(m.get(), expected.data(), expected.size(), 0, nullptr, 0, &n);
+  std::vector<int32_t> prediction(n);
+  ASSERT_OK(goose_tokenize(m.get(), expected.data(), expected.size(), 0, prediction.data(), n, &n));
+  DrafterPtr d = NewDrafter(m.get(), "goose");
+  const HostLoopResult host =
+      RunHostLoop(m.get(), s.get(), d.get(), prompt, kPredict, 32, prediction);
+  EXPECT_EQ(host.tokens, plain);
+  const nlohmann::json j = GenerateJson(
+      text, "-n " + std::to_string(kPredict) + " --spec goose --budget 32 --prediction " + file);
+  std::remove(file.c_str());
+  ASSERT_TRUE(j.is_object());
+  EXPECT_EQ(host.tokens, j["tokens"].get<std::vector<int32_t>>());
+  EXPECT_EQ(host.passes, j["stats"]["forward_passes"].get<int64_t>());
+  EXPECT_GT(host.Mat(), 3.0) << "the prediction's spine is accepted";
+  goose_spec_stats st;
+  ASSERT_OK(goose_drafter_stats(d.get(), &st));
+  EXPECT_GT(st.accepted[GOOSE_SOURCE_PREDICTION], 0);
+  std::printf("with a prediction: host loop MAT %.4f (%lld passes), goose generate %.4f\n",
+              host.Mat(), static_cast<long long>(host.passes),
+              j["stats"]["mean_accepted_tokens"].get<double>());
+}
+
 // One drafter across requests, as a model's learned state is across goose_session_generate
 // calls: the same tokens and passes request by request (what the table kept included), and the
 // statistics per source add up.

@@ -66,8 +66,8 @@ TEST(Session, GeneratesWhatGooseGeneratePrints) {
     EXPECT_EQ(st.cancelled, 0);
   }
   // Plain `goose generate` prints the prompt, the text and a newline.
-  const std::string printed =
-      RunGoose("generate -m " + Quote(TinyModelPath()) + " -p " + Quote(prompt_text) + " -n 48");
+  const std::string printed = RunGoose("generate -m " + Quote(TinyModelPath()) + " -p " +
+                                       Quote(prompt_text) + " -n 48 --spec none");
   const int32_t* t = nullptr;
   int32_t n = 0;
   ASSERT_OK(goose_session_tokens(s.get(), &t, &n));
