@@ -282,8 +282,8 @@ GOOSE_API goose_status goose_session_sample(const goose_session* session, int32_
                                             int32_t* token);
 
 /* Commits pending rows path[0, n): path[0] a row whose parent is -1, each next one a child of
- * the one before. n_past grows by n; the other pending rows are dropped. Errors: no rows
- * pending, a row that is not pending, a path that is not a root-to-row chain. */
+ * the one before. n_past grows by n; the other pending rows are dropped (n = 0: all of them).
+ * Errors: no rows pending, a row that is not pending, a path that is not a root-to-row chain. */
 GOOSE_API goose_status goose_session_keep(goose_session* session, const int32_t* path, int32_t n);
 
 /* Drops the committed tokens from position n_past on (0 <= n_past <= the current n_past) and

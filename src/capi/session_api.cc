@@ -1,7 +1,5 @@
 // goose_session_*: open, generate, cancel, statistics (include/goose/goose.h). Scoring trees:
 // score_api.cc.
-#include <cmath>
-
 #include "capi/objects.h"
 #include "engine/report.h"
 #include "engine/scheduler.h"
