@@ -270,6 +270,7 @@ TEST(Drafter, LoadRefusesWhatItCannotTrust) {
     Cycle(r.get(), 8);
   }
   ASSERT_OK(goose_drafter_save(a.get(), dir.c_str()));
+  EXPECT_STATUS(goose_drafter_save(a.get(), "/proc/goose_cannot_write_here"), GOOSE_ERROR_FILE);
   // Nothing there, another model, another vocabulary, another variant.
   DrafterPtr b = NewDrafter(kVocab);
   EXPECT_STATUS(goose_drafter_load(b.get(), (dir + "/none").c_str()), GOOSE_ERROR_FILE);
