@@ -11,6 +11,6 @@ here=$(cd "$(dirname "$0")" && pwd)
 export PYTHONPATH="$pydir" GOOSE_BINARY="$binary" GOOSE_TEST_MODEL="$model"
 if [ "$sanitized" = "ON" ] || [ "$sanitized" = "1" ]; then
   export LD_PRELOAD="$(gcc -print-file-name=libasan.so):$(gcc -print-file-name=libubsan.so)"
-  export ASAN_OPTIONS="detect_leaks=0:${ASAN_OPTIONS:-}"
+  export ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0"
 fi
 exec "$python" -B "$here/goose_test.py" -v
