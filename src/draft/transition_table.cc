@@ -39,6 +39,21 @@ constexpr uint32_t kVersion = 2;  // 2: model fingerprint
 
 }  // namespace
 
+void RankedSoftmax(const float* ranked_logits, int n, float* scores) {
+  // In double and in rank order (deterministic); may run in place (scores == ranked_logits).
+  double sum = 0.0;
+  const double top = n > 0 ? ranked_logits[0] : 0.0;
+  for (int i = 0; i < n; ++i) {
+    const double e = std::isnan(ranked_logits[i]) ? 0.0 : std::exp(ranked_logits[i] - top);
+    scores[i] = static_cast<float>(e);
+    sum += e;
+  }
+  for (int i = 0; i < n; ++i) {
+    scores[i] = (sum > 0.0 && std::isfinite(sum)) ? static_cast<float>(scores[i] / sum)
+                                                  : (i == 0 ? 1.0f : 0.0f);
+  }
+}
+
 void TopK(const float* logits, int n_vocab, int k, int32_t* ids, float* scores) {
   if (k <= 0) return;
   const int kk = std::min(k, std::max(n_vocab, 0));
@@ -61,18 +76,8 @@ void TopK(const float* logits, int n_vocab, int k, int32_t* ids, float* scores) 
     }
     ids[pos] = v;
   }
-  // Softmax over the kk kept logits only, in double and in rank order (deterministic).
-  double sum = 0.0;
-  const double top = kk > 0 ? logits[ids[0]] : 0.0;
-  for (int i = 0; i < kk; ++i) {
-    const double e = std::isnan(logits[ids[i]]) ? 0.0 : std::exp(logits[ids[i]] - top);
-    scores[i] = static_cast<float>(e);
-    sum += e;
-  }
-  for (int i = 0; i < kk; ++i) {
-    scores[i] = (sum > 0.0 && std::isfinite(sum)) ? static_cast<float>(scores[i] / sum)
-                                                  : (i == 0 ? 1.0f : 0.0f);
-  }
+  for (int i = 0; i < kk; ++i) scores[i] = logits[ids[i]];
+  RankedSoftmax(scores, kk, scores);
   for (int i = kk; i < k; ++i) {  // vocab smaller than k: pad (filtered by Successors)
     ids[i] = -1;
     scores[i] = 0.0f;

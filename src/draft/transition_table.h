@@ -44,6 +44,9 @@ struct Candidate {
 // Top-k of a logits row: ids by logit descending (ties: lower id first) and softmax over those
 // k logits only. ids/scores must hold k entries.
 void TopK(const float* logits, int n_vocab, int k, int32_t* ids, float* scores);
+// TopK's scores of n logits already in its order (a host engine's top-k): the softmax over them.
+// scores may be ranked_logits (in place).
+void RankedSoftmax(const float* ranked_logits, int n, float* scores);
 
 class TransitionTable {
  public:

@@ -82,6 +82,9 @@ class Engine {
 
   const Model& model() const { return model_; }
   int n_ctx() const;
+  // The engine's KV cache, for a front end that scores rows itself between requests (the C
+  // API's goose_session_score); a request starts by emptying it.
+  Context& context() { return *ctx_; }
   // Cumulative statistics over all requests since construction.
   const SpecStats& total_stats() const { return total_; }
   // What the variant of `spec` has learned so far (its table is null for methods without one).

@@ -117,7 +117,7 @@ void Sequence::AcceptPrefill() {
   const int i1 = i0 + static_cast<int>(rows_tokens_.size());
   {
     std::lock_guard<std::mutex> lock(learned_.mu);
-    drafter_->ObservePrefill(prompt_, i0, i1, ctx_);
+    drafter_->ObservePrefill(prompt_, i0, i1, ContextRows(ctx_));
   }
   const int n_prompt = static_cast<int>(prompt_.size());
   int32_t first = -1;
@@ -172,7 +172,7 @@ void Sequence::AcceptTree(double pass_seconds, BudgetPolicy& policy) {
   {
     std::lock_guard<std::mutex> lock(learned_.mu);
     const Clock::time_point t = Clock::now();
-    if (plan_.ask) drafter_->Observe(in_, proposal_, ctx_, acc);
+    if (plan_.ask) drafter_->Observe(in_, proposal_, ContextRows(ctx_), acc);
     outcome_.tree_nodes = tree.size();
     outcome_.depth = n_past;
     outcome_.committed = static_cast<int>(acc.tokens.size());

@@ -53,6 +53,7 @@ class Balanced : public Method {
     return Status::Ok();
   }
   bool uses_table() const override { return true; }
+  bool propose_reads_only() const override { return true; }
   std::unique_ptr<Drafter> NewDrafter(const SpecParams& spec, Learned& learned,
                                       const DrafterEnv&) const override {
     return std::make_unique<BalancedDrafter>(*learned.table, KeepsTable(spec), BranchK(spec));

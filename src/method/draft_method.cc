@@ -20,7 +20,7 @@ class DraftChainDrafter : public Drafter {
     open_ = false;
   }
   void ObservePrefill(std::span<const int32_t> prompt, int i0, int i1,
-                      const Context&) override {
+                      const ScoredRows&) override {
     runner_.ObservePrefill(prompt, i0, i1, nullptr);
   }
   void Commit(std::span<const int32_t> tokens) override { runner_.Commit(tokens); }
@@ -51,7 +51,7 @@ class DraftChainDrafter : public Drafter {
     return p;
   }
 
-  void Observe(const CycleInput&, const Proposal&, const Context&,
+  void Observe(const CycleInput&, const Proposal&, const ScoredRows&,
                const AcceptResult& accepted) override {
     if (!open_) return;  // the engine's plain step
     open_ = false;

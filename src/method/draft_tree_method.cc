@@ -14,11 +14,11 @@ class DraftTreeDrafter : public Drafter {
                 nullptr) {}
   void Begin(std::span<const int32_t> prompt) override { grower_.Begin(prompt); }
   void ObservePrefill(std::span<const int32_t> prompt, int i0, int i1,
-                      const Context&) override {
+                      const ScoredRows&) override {
     grower_.ObservePrefill(prompt, i0, i1);
   }
   Proposal Propose(const CycleInput& in) override { return grower_.Propose(in); }
-  void Observe(const CycleInput& in, const Proposal& p, const Context&,
+  void Observe(const CycleInput& in, const Proposal& p, const ScoredRows&,
                const AcceptResult& accepted) override {
     grower_.Observe(in, p, accepted);
   }

@@ -66,9 +66,9 @@ class GoosePaperDrafter : public GooseDrafterBase {
   }
 
   // docs/methods.md §3.6.3: the EMA follows the spine acceptance of spine-tree cycles only.
-  void Observe(const CycleInput& in, const Proposal& p, const Context& ctx,
+  void Observe(const CycleInput& in, const Proposal& p, const ScoredRows& rows,
                const AcceptResult& accepted) override {
-    TableDrafter::Observe(in, p, ctx, accepted);
+    TableDrafter::Observe(in, p, rows, accepted);
     if (p.route != Route::kSpineTree) return;
     int spine_nodes = 0, spine_accepted = 0;
     for (int i = 1; i < p.tree.size(); ++i) spine_nodes += p.tree.source[i] == NodeSource::kSpine;
@@ -150,9 +150,9 @@ class GooseTunedDrafter : public GooseDrafterBase {
     return p;
   }
 
-  void Observe(const CycleInput& in, const Proposal& p, const Context& ctx,
+  void Observe(const CycleInput& in, const Proposal& p, const ScoredRows& rows,
                const AcceptResult& accepted) override {
-    TableDrafter::Observe(in, p, ctx, accepted);
+    TableDrafter::Observe(in, p, rows, accepted);
     if (cycle_start_ >= 0) {
       learned_.rate.Add(NowSeconds() - cycle_start_, static_cast<int>(accepted.tokens.size()));
     }
@@ -197,6 +197,8 @@ class Goose : public Method {
     return Status::Ok();
   }
   bool uses_table() const override { return true; }
+  // Both drafters read the table and the acceptance model; they learn only in Observe.
+  bool propose_reads_only() const override { return true; }
   // The tuned builder values every node, so under --budget auto it cuts its own trees.
   bool SizesOwnTrees(const SpecParams& spec) const override { return !spec.Has("paper"); }
   // Convention 6: the paper preset's table is per request, as GOOSE's reference.

@@ -22,15 +22,15 @@ class GraftDrafter : public TableDrafter {
     grower_.Begin(prompt);
   }
   void ObservePrefill(std::span<const int32_t> prompt, int i0, int i1,
-                      const Context& ctx) override {
-    TableDrafter::ObservePrefill(prompt, i0, i1, ctx);
+                      const ScoredRows& rows) override {
+    TableDrafter::ObservePrefill(prompt, i0, i1, rows);
     grower_.ObservePrefill(prompt, i0, i1);
   }
   Proposal Propose(const CycleInput& in) override { return grower_.Propose(in); }
-  void Observe(const CycleInput& in, const Proposal& p, const Context& ctx,
+  void Observe(const CycleInput& in, const Proposal& p, const ScoredRows& rows,
                const AcceptResult& accepted) override {
     grower_.Observe(in, p, accepted);  // first: its cycle clock stops here
-    TableDrafter::Observe(in, p, ctx, accepted);
+    TableDrafter::Observe(in, p, rows, accepted);
   }
   void SetPrediction(std::span<const int32_t> prediction) override {
     grower_.SetPrediction(prediction);

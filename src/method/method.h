@@ -13,7 +13,11 @@
 // Learned: what a variant learns across requests (its transition table, its cycle statistics,
 // method extras such as tuned GOOSE's acceptance model). One per (model, variant key); the
 // engine holds `mu` around every Drafter call that reads or writes it, so variants that keep
-// their tables can be shared by every Engine of a model (server slots).
+// their tables can be shared by every Engine of a model (server slots). The drafter on its own
+// (capi/) instead lets the Propose of several requests run together where the method says
+// Propose only reads its Learned (Method::propose_reads_only).
+// Drafters see the target's scores only as each row's top-k (ScoredRows): from goose's own
+// Context, or from a host engine that verifies goose's trees with its own model.
 // Drafters are per request; they are not thread-safe.
 #pragma once
 
@@ -73,6 +77,34 @@ struct DrafterEnv {
   Context* draft_ctx = nullptr;
   // The draft's vocabulary shortlist (DraftRunner, method/draft_model.h); -1: its default.
   int draft_shortlist = -1;
+  // The target's vocabulary size when there is no `target` (the drafter on its own, capi/).
+  int n_vocab = 0;
+
+  int vocab_size() const { return target != nullptr ? target->config().n_vocab : n_vocab; }
+};
+
+// The target's scores of a pass's rows as drafters read them: each row's best tokens. From a
+// Context (ContextRows) or from a host engine's top-k (capi/), the same ids and scores.
+class ScoredRows {
+ public:
+  virtual ~ScoredRows() = default;
+  virtual int n_rows() const = 0;
+  // Row i's k best tokens, logit descending (ties: lower id first), with the softmax over those
+  // k logits (TopK, draft/transition_table.h); where fewer are known, id -1 and score 0.
+  virtual void TopK(int row, int k, int32_t* ids, float* scores) const = 0;
+};
+
+// The rows of a Context's last pass.
+class ContextRows : public ScoredRows {
+ public:
+  explicit ContextRows(const Context& ctx) : ctx_(ctx) {}
+  int n_rows() const override { return ctx_.n_batch(); }
+  void TopK(int row, int k, int32_t* ids, float* scores) const override {
+    goose::TopK(ctx_.logits(row), ctx_.model().config().n_vocab, k, ids, scores);
+  }
+
+ private:
+  const Context& ctx_;
 };
 
 struct Learned {
@@ -129,13 +161,14 @@ class Drafter {
   // from context (tuned goose, pld, graft) draft from it too (draft/prediction_matcher.h);
   // the others, and goose's paper preset, ignore it.
   virtual void SetPrediction(std::span<const int32_t> prediction) {}
-  // Prefill pass over prompt[i0, i1) just scored: ctx.logits(i - i0) is prompt row i.
+  // Prefill pass over prompt[i0, i1) just scored: rows.TopK(i - i0) is prompt row i.
   virtual void ObservePrefill(std::span<const int32_t> prompt, int i0, int i1,
-                              const Context& ctx) {}
+                              const ScoredRows& rows) {}
   virtual Proposal Propose(const CycleInput& in) = 0;
   // After the walk: `p` as scored (possibly cut to the context's room, or the engine's plain
-  // step), ctx.logits(i) = node i's row, `accepted` what the walk accepted.
-  virtual void Observe(const CycleInput& in, const Proposal& p, const Context& ctx,
+  // step), rows.TopK(i) = node i's row (a host engine may give fewer rows than nodes, or none),
+  // `accepted` what the walk accepted.
+  virtual void Observe(const CycleInput& in, const Proposal& p, const ScoredRows& rows,
                        const AcceptResult& accepted) {}
   // Tokens committed since the last call: the first generated token after the prefill, then
   // each cycle's accepted tokens and bonus (all of them, also past a stop token or n_predict).
@@ -167,6 +200,10 @@ class Method {
   // expected tokens per second peak (CycleInput::cost); otherwise the engine's BudgetChooser
   // picks each cycle's budget.
   virtual bool SizesOwnTrees(const SpecParams& spec) const { return false; }
+  // True when its drafters' Propose and Commit only read their Learned (never write it, nor
+  // anything else shared), so that the drafter on its own (capi/) may run those of several
+  // requests at once under a shared lock. False: one at a time.
+  virtual bool propose_reads_only() const { return false; }
   // The variant's learned state; the default holds the stats and, for table methods, a table.
   virtual std::unique_ptr<Learned> NewLearned(const SpecParams& spec,
                                               const DrafterEnv& env) const;

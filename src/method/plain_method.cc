@@ -20,6 +20,7 @@ class Plain : public Method {
   const char* summary() const override { return "plain decoding, one token per pass"; }
   int DefaultBudget(const SpecParams&) const override { return 1; }
   bool budget_grows_tree() const override { return false; }
+  bool propose_reads_only() const override { return true; }
   std::unique_ptr<Drafter> NewDrafter(const SpecParams&, Learned&,
                                       const DrafterEnv&) const override {
     return std::make_unique<PlainDrafter>();

@@ -44,6 +44,7 @@ class Pld : public Method {
   }
   int DefaultBudget(const SpecParams&) const override { return 11; }  // root + 10 tokens
   bool budget_grows_tree() const override { return false; }
+  bool propose_reads_only() const override { return true; }  // (no Learned to write)
   std::unique_ptr<Drafter> NewDrafter(const SpecParams&, Learned&,
                                       const DrafterEnv&) const override {
     return std::make_unique<PldDrafter>();

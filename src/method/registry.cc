@@ -68,7 +68,7 @@ bool Method::KeepsTable(const SpecParams& spec) const {
 std::unique_ptr<Learned> Method::NewLearned(const SpecParams& spec, const DrafterEnv& env) const {
   auto learned = std::make_unique<Learned>();
   if (uses_table()) {
-    learned->table = std::make_unique<TransitionTable>(env.target->config().n_vocab, 10, 16, true,
+    learned->table = std::make_unique<TransitionTable>(env.vocab_size(), 10, 16, true,
                                                        env.target_fingerprint);
   }
   return learned;

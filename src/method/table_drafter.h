@@ -23,15 +23,17 @@ class TableDrafter : public Drafter {
 
   void Begin(std::span<const int32_t> prompt) override;
   void ObservePrefill(std::span<const int32_t> prompt, int i0, int i1,
-                      const Context& ctx) override;
-  void Observe(const CycleInput& in, const Proposal& p, const Context& ctx,
+                      const ScoredRows& rows) override;
+  // Harvests the tree's rows that were scored (all of them from goose's own passes; a host
+  // engine may give fewer, or none).
+  void Observe(const CycleInput& in, const Proposal& p, const ScoredRows& rows,
                const AcceptResult& accepted) override;
 
  protected:
   TransitionTable& table_;
 
  private:
-  void Harvest(const float* logits, int n_vocab, int32_t prev, int32_t token);
+  void Harvest(const ScoredRows& rows, int row, int32_t prev, int32_t token);
   bool keep_table_;
   bool harvest_whole_prompt_;
   std::vector<int32_t> topk_ids_;

@@ -30,11 +30,12 @@ class Tr : public Method {
   int DefaultBudget(const SpecParams&) const override { return kTemplateNodes; }
   bool budget_grows_tree() const override { return false; }
   bool uses_table() const override { return true; }
+  bool propose_reads_only() const override { return true; }
   bool KeepsTableByDefault(const SpecParams&) const override { return true; }  // convention 6
   std::unique_ptr<Learned> NewLearned(const SpecParams&, const DrafterEnv& env) const override {
     auto learned = std::make_unique<Learned>();
     // TR's reference table is unigram-only.
-    learned->table = std::make_unique<TransitionTable>(env.target->config().n_vocab, 10, 16,
+    learned->table = std::make_unique<TransitionTable>(env.vocab_size(), 10, 16,
                                                        /*use_bigram=*/false,
                                                        env.target_fingerprint);
     return learned;
