@@ -17,6 +17,9 @@ const Model& TinyModel();
 // hidden 64, 2 layers, 4/2 heads, ffn 128, q8_0 weights, NeoX RoPE, QKV biases, the tiny
 // model's vocabulary; written once per test binary into a temp dir.
 const Model& SynthQwen2Model();
+// The same weights in Q4_0: a draft model of SynthQwen2Model() that agrees with it often, as a
+// quantized copy of a target does (the weak tiny drafter is no draft of a random model).
+const Model& SynthQwen2Twin();
 
 // `n` prompts tokenized for `model` (BOS included), each at most `max_tokens` long:
 // TinyStories (BOS + first 48 tokens), Spec-Bench first turns, and repetitive texts that make
