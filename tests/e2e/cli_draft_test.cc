@@ -74,6 +74,8 @@ TEST(CliDraft, DraftMethodsPrintPlainTextAndReportDraftWork) {
   ASSERT_TRUE(stats.contains("draft_model")) << stats.dump();
   EXPECT_GT(stats["draft_model"]["passes_per_cycle"].get<double>(), 0.0);
   EXPECT_TRUE(stats["drafted"].contains("graft_table"));
+  // Its drafts were accepted (the text alone would not show it).
+  EXPECT_GT(stats["accepted"]["draft"].get<int64_t>(), 0) << stats["accepted"];
 }
 
 TEST(CliDraft, MethodWithoutDraftModelIsOneError) {
