@@ -149,11 +149,14 @@ RunResult RunGoose(const std::string& args, const std::string& shell_prefix,
 
 const std::vector<int32_t>& PlainIds(const Model& model, const std::vector<int32_t>& prompt,
                                      const GenerateParams& base) {
-  using Key = std::tuple<const Model*, std::vector<int32_t>, float, int, int, bool,
-                         std::vector<int32_t>>;
+  // Everything plain decoding's ids depend on (the seed and top-p too: tests of one process
+  // that sample the same prompt with other seeds must not share a reference).
+  using Key = std::tuple<const Model*, std::vector<int32_t>, float, int, float, uint64_t, int,
+                         bool, std::vector<int32_t>>;
   static std::map<Key, std::vector<int32_t>> cache;
-  const Key key{&model,          prompt, base.sampling.temp, base.sampling.top_k, base.n_predict,
-                base.ignore_eos, base.stop_tokens};
+  const SamplingParams& s = base.sampling;
+  const Key key{&model,       prompt, s.temp,          s.top_k, s.top_p, s.seed,
+                base.n_predict, base.ignore_eos, base.stop_tokens};
   auto it = cache.find(key);
   if (it == cache.end()) {
     ThreadPool pool(1);

@@ -27,7 +27,8 @@ const Model& SynthQwen2Twin();
 std::vector<std::vector<int32_t>> LosslessPrompts(const Model& model, int max_tokens);
 
 // Plain decoding's ids for a prompt (one thread, a 512-token context), computed once per
-// (model, prompt, sampling, n_predict, eos, stop tokens) and shared by every case that asks.
+// (model, prompt, sampling parameters, n_predict, eos, stop tokens) and shared by every case of
+// the process that asks.
 const std::vector<int32_t>& PlainIds(const Model& model, const std::vector<int32_t>& prompt,
                                      const GenerateParams& base);
 
