@@ -94,7 +94,8 @@ TEST(Cli, EverySpecPrintsTheSameText) {
     EXPECT_GT(AcceptedDrafts(j["stats"]), 0) << spec << ": " << j["stats"]["accepted"];
   }
   const RunResult sampled = Goose(base + " --temp 0.8 --seed 3 --json");
-  const RunResult sampled_spec = Goose(base + " --temp 0.8 --seed 3 --spec goose --budget 0 --json");
+  const RunResult sampled_spec =
+      Goose(base + " --temp 0.8 --seed 3 --spec goose --budget 0 --json");
   ASSERT_EQ(sampled.exit_code, 0) << sampled.err;
   ASSERT_EQ(sampled_spec.exit_code, 0) << sampled_spec.err;
   const auto s = nlohmann::json::parse(sampled.out), ss = nlohmann::json::parse(sampled_spec.out);

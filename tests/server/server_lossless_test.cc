@@ -4,12 +4,12 @@
 // against plain tokens at the context limit. Every answer is plain decoding's text, and the
 // "goose" object of every speculative answer shows accepted draft tokens.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
-#include <filesystem>
+#include <cstdio>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -18,7 +18,6 @@
 
 #include "../method/weak_drafter.h"
 #include "cost_curves.h"
-#include "e2e/e2e_util.h"
 #include "engine/engine.h"
 #include "server/utf8.h"
 #include "server_test_util.h"
@@ -124,7 +123,8 @@ TEST_P(ServerBudgetAutoSweep, EveryVariantAnswersPlainDecodingsText) {
       EXPECT_EQ(g["budget"], "auto");
       accepted += AcceptedDrafts(g);
       passes += g["forward_passes"].get<int64_t>();
-      nodes += std::llround(g["mean_tree_nodes"].get<double>() * g["forward_passes"].get<double>());
+      nodes += std::llround(g["mean_tree_nodes"].get<double>() *
+                            g["forward_passes"].get<double>());
       const json chosen = g.value("budgets_chosen", json::object());
       plain_passes += chosen.value("1", int64_t{0});
       if (own_sizes) {
