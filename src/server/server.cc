@@ -206,6 +206,7 @@ SessionOptions Server::Impl::SessionFor() const {
   so.cache_dir = opts.cache_dir;
   so.budget_auto = default_budget_auto;  // the curve is measured once per model and machine
   so.recalibrate = opts.recalibrate;
+  so.cost_curve = opts.cost_curve;
   so.on_note = [](const std::string& line) { std::fprintf(stderr, "goose: %s\n", line.c_str()); };
   so.check_model = [this](const Model& model, SessionOptions* o) {
     // The largest batch is a prefill pass or a tree of at most 128 nodes.

@@ -44,8 +44,10 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "model/model.h"
+#include "tree/draft_tree.h"
 #include "util/status.h"
 
 namespace goose::server {
@@ -68,6 +70,9 @@ struct ServerOptions {
   std::string spec = "goose";  // default method (ParseSpecVariant); requests may choose another
   std::string budget = "0";    // default node budget 0..128 (0 = the method's) or "auto"
   bool recalibrate = false;    // --budget auto: measure the cost curve again, not the cache's
+  // --budget auto: this verify-cost curve instead of the machine's (SessionOptions::cost_curve:
+  // neither measured nor cached; tests). Empty: the machine's.
+  std::vector<CostSample> cost_curve;
   // What TR/GOOSE learn is loaded from and saved to the table cache (engine/learned_cache.h),
   // as `goose generate` does: loaded at start, saved at Shutdown(). cache_dir: its root (empty:
   // GooseCacheDir()).

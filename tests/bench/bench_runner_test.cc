@@ -103,6 +103,16 @@ TEST_F(RunBenchTest, OutputsMatchPlainAndSchemaHolds) {
   EXPECT_DOUBLE_EQ(none["speedup"].get<double>(), 1.0);
   EXPECT_NEAR(none["mean_accepted_tokens"].get<double>(), 16.0 / 15.0, 1e-9);  // convention 1
   EXPECT_NEAR(none["projected_speedup"].get<double>(), 1.0, 1e-9);
+  // Speculation happened: GOOSE's trees at 16 nodes had draft tokens accepted.
+  const json& goose16 = j["summary"][2];
+  EXPECT_EQ(goose16["config"], "goose@16");
+  int64_t accepted = 0;
+  for (const auto& [source, count] : goose16["stats"]["accepted"].items()) {
+    accepted += count.get<int64_t>();
+  }
+  EXPECT_GT(accepted, 0) << goose16["stats"]["accepted"];
+  EXPECT_GT(goose16["mean_accepted_tokens"].get<double>(),
+            none["mean_accepted_tokens"].get<double>());
   const json& autob = j["summary"][3];
   EXPECT_EQ(autob["config"], "goose@auto");
   EXPECT_FALSE(autob["auto_budgets"].empty());

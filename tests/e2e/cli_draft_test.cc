@@ -56,7 +56,7 @@ const std::string kPrompt = " -p 'Lily and Tom went to the park. Lily and Tom' -
 TEST(CliDraft, DraftMethodsPrintPlainTextAndReportDraftWork) {
   const std::string weak = WeakDrafterFile();
   if (weak.empty()) GTEST_SKIP() << "no weak drafter (inflate_gguf.py needs python3-numpy)";
-  const RunResult plain = Goose("generate -m " + Tiny() + kPrompt);
+  const RunResult plain = Goose("generate -m " + Tiny() + kPrompt + " --spec none");
   ASSERT_EQ(plain.exit_code, 0) << plain.err;
   for (const char* spec : {"draft", "draft-tree", "draft-tree+prune", "graft", "graft+paper"}) {
     // Both spellings of the flag.
@@ -74,6 +74,8 @@ TEST(CliDraft, DraftMethodsPrintPlainTextAndReportDraftWork) {
   ASSERT_TRUE(stats.contains("draft_model")) << stats.dump();
   EXPECT_GT(stats["draft_model"]["passes_per_cycle"].get<double>(), 0.0);
   EXPECT_TRUE(stats["drafted"].contains("graft_table"));
+  // Its drafts were accepted (the text alone would not show it).
+  EXPECT_GT(stats["accepted"]["draft"].get<int64_t>(), 0) << stats["accepted"];
 }
 
 TEST(CliDraft, MethodWithoutDraftModelIsOneError) {

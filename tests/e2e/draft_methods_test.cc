@@ -8,14 +8,17 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <string>
 
+#include "cost_curves.h"
 #include "e2e_util.h"
 #include "engine/engine.h"
 #include "engine/learned_cache.h"
 #include "engine/report.h"
 #include "method/weak_drafter.h"
+#include "spec_floor.h"
 #include "synth/synth.h"
 
 namespace goose {
@@ -111,7 +114,8 @@ TEST(DraftModel, AShorterContextIsAnError) {
 // keep changing, and a steep one, on which a plain step pays best, so the engine's chooser takes
 // plain steps the drafter never sees (draft, draft-tree) with probes in between, and the
 // variants that size their own trees cut most of them to the root. Output equals plain
-// decoding, and the draft statistics add up.
+// decoding, the draft statistics add up, and on the gentle curve the drafts are accepted (at
+// least the method's floor, tests/spec_floor.h).
 TEST(DraftModel, AutoBudgetsAndPlainStepsStayLossless) {
   std::string why;
   const Model* weak = WeakDrafter(&why);
@@ -120,11 +124,7 @@ TEST(DraftModel, AutoBudgetsAndPlainStepsStayLossless) {
   ThreadPool pool(1);
   Engine plain(m, 512, &pool);
   const auto prompts = LosslessPrompts(m, 96);
-  std::vector<CostSample> gentle, steep;
-  for (int n : {1, 2, 4, 8, 16, 32, 64}) {
-    gentle.push_back({n, 1e-3 * (1 + 0.08 * (n - 1))});
-    steep.push_back({n, n == 1 ? 1e-3 : 1.0 * n});
-  }
+  const std::vector<CostSample> gentle = GentleCostCurve(), steep = SteepCostCurve();
   for (const std::string& v : DraftVariants()) {
     for (bool is_steep : {false, true}) {
       Engine spec(m, 512, &pool);
@@ -133,6 +133,7 @@ TEST(DraftModel, AutoBudgetsAndPlainStepsStayLossless) {
       for (float temp : {0.0f, 0.9f}) {
         SCOPED_TRACE(v + (is_steep ? " steep" : " gentle") + (temp > 0 ? " sampled" : " greedy"));
         SpecStats total;
+        int64_t generated = 0;
         for (size_t pi = 0; pi < 6; ++pi) {
           GenerateParams p;
           p.n_predict = 40;
@@ -147,12 +148,21 @@ TEST(DraftModel, AutoBudgetsAndPlainStepsStayLossless) {
           ASSERT_TRUE(got.ok()) << got.status().message();
           ASSERT_EQ(got->tokens, want->tokens) << "prompt " << pi;
           total.Merge(got->stats);
+          generated += static_cast<int64_t>(got->tokens.size());
         }
+        std::printf("%s%s%s: %lld tokens; accepted / drafted: %s\n", v.c_str(),
+                    is_steep ? " steep" : " gentle", temp > 0 ? " sampled" : " greedy",
+                    static_cast<long long>(generated), AcceptedBySource(total).c_str());
         EXPECT_GT(total.draft_cycles, 0);
         EXPECT_GE(total.draft_passes, total.draft_cycles);
         EXPECT_GT(total.draft_seconds, 0.0);
         SpecParams sp;
         ASSERT_TRUE(ParseSpecVariant(v, &sp).ok());
+        if (!is_steep) {  // trees pay: the drafts are accepted
+          const std::vector<SourceFloor>* floors = MethodFloors(MethodOf(sp).name(), temp > 0);
+          ASSERT_NE(floors, nullptr) << v << " has no floor in tests/spec_floor.h";
+          EXPECT_TRUE(MeetsFloors(total, generated, *floors));
+        }
         if (is_steep && !MethodOf(sp).SizesOwnTrees(sp)) {
           EXPECT_LT(total.draft_cycles, total.cycles / 2) << "the chooser's plain steps draft nothing";
         }

@@ -56,32 +56,45 @@ const Model& TinyModel() {
   return *model;
 }
 
+namespace {
+
+// The synthesized qwen2 model of SynthQwen2Model() with `dtype` matrices, written into a temp
+// dir of this process and loaded (the mapping stays valid after the file is gone).
+std::unique_ptr<Model> SynthQwen2(DType dtype) {
+  const std::string dir = (std::filesystem::temp_directory_path() /
+                           ("goose_e2e_" + std::to_string(getpid())))
+                              .string();
+  std::filesystem::create_directories(dir);
+  SynthParams p;
+  p.arch = "qwen2";
+  p.n_embd = 64;
+  p.n_layer = 2;
+  p.n_head = 4;
+  p.n_head_kv = 2;
+  p.n_ff = 128;
+  p.dtype = dtype;
+  p.seed = 7;
+  p.vocab_from = SharedPath("models/stories260K.gguf");
+  const std::string path = dir + "/qwen2_" + std::string(GetDTypeInfo(dtype).name) + ".gguf";
+  Status st = SynthesizeModel(p, path);
+  if (!st.ok()) {
+    std::fprintf(stderr, "synth failed: %s\n", st.message().c_str());
+    std::abort();
+  }
+  auto m = LoadOrDie(path);
+  std::filesystem::remove_all(dir);
+  return m;
+}
+
+}  // namespace
+
 const Model& SynthQwen2Model() {
-  static const std::unique_ptr<Model> model = [] {
-    const std::string dir = (std::filesystem::temp_directory_path() /
-                             ("goose_e2e_" + std::to_string(getpid())))
-                                .string();
-    std::filesystem::create_directories(dir);
-    SynthParams p;
-    p.arch = "qwen2";
-    p.n_embd = 64;
-    p.n_layer = 2;
-    p.n_head = 4;
-    p.n_head_kv = 2;
-    p.n_ff = 128;
-    p.dtype = DType::kQ8_0;
-    p.seed = 7;
-    p.vocab_from = SharedPath("models/stories260K.gguf");
-    const std::string path = dir + "/qwen2.gguf";
-    Status st = SynthesizeModel(p, path);
-    if (!st.ok()) {
-      std::fprintf(stderr, "synth failed: %s\n", st.message().c_str());
-      std::abort();
-    }
-    auto m = LoadOrDie(path);
-    std::filesystem::remove_all(dir);  // the mapping stays valid after unlink
-    return m;
-  }();
+  static const std::unique_ptr<Model> model = SynthQwen2(DType::kQ8_0);
+  return *model;
+}
+
+const Model& SynthQwen2Twin() {
+  static const std::unique_ptr<Model> model = SynthQwen2(DType::kQ4_0);
   return *model;
 }
 
@@ -136,11 +149,14 @@ RunResult RunGoose(const std::string& args, const std::string& shell_prefix,
 
 const std::vector<int32_t>& PlainIds(const Model& model, const std::vector<int32_t>& prompt,
                                      const GenerateParams& base) {
-  using Key = std::tuple<const Model*, std::vector<int32_t>, float, int, int, bool,
-                         std::vector<int32_t>>;
+  // Everything plain decoding's ids depend on (the seed and top-p too: tests of one process
+  // that sample the same prompt with other seeds must not share a reference).
+  using Key = std::tuple<const Model*, std::vector<int32_t>, float, int, float, uint64_t, int,
+                         bool, std::vector<int32_t>>;
   static std::map<Key, std::vector<int32_t>> cache;
-  const Key key{&model,          prompt, base.sampling.temp, base.sampling.top_k, base.n_predict,
-                base.ignore_eos, base.stop_tokens};
+  const SamplingParams& s = base.sampling;
+  const Key key{&model,       prompt, s.temp,          s.top_k, s.top_p, s.seed,
+                base.n_predict, base.ignore_eos, base.stop_tokens};
   auto it = cache.find(key);
   if (it == cache.end()) {
     ThreadPool pool(1);

@@ -17,6 +17,9 @@ const Model& TinyModel();
 // hidden 64, 2 layers, 4/2 heads, ffn 128, q8_0 weights, NeoX RoPE, QKV biases, the tiny
 // model's vocabulary; written once per test binary into a temp dir.
 const Model& SynthQwen2Model();
+// The same weights in Q4_0: a draft model of SynthQwen2Model() that agrees with it often, as a
+// quantized copy of a target does (the weak tiny drafter is no draft of a random model).
+const Model& SynthQwen2Twin();
 
 // `n` prompts tokenized for `model` (BOS included), each at most `max_tokens` long:
 // TinyStories (BOS + first 48 tokens), Spec-Bench first turns, and repetitive texts that make
@@ -24,7 +27,8 @@ const Model& SynthQwen2Model();
 std::vector<std::vector<int32_t>> LosslessPrompts(const Model& model, int max_tokens);
 
 // Plain decoding's ids for a prompt (one thread, a 512-token context), computed once per
-// (model, prompt, sampling, n_predict, eos, stop tokens) and shared by every case that asks.
+// (model, prompt, sampling parameters, n_predict, eos, stop tokens) and shared by every case of
+// the process that asks.
 const std::vector<int32_t>& PlainIds(const Model& model, const std::vector<int32_t>& prompt,
                                      const GenerateParams& base);
 

@@ -180,7 +180,12 @@ TEST_P(ServingLoopTest, LongPromptJoinsMidGenerationInChunks) {
   jobs[3].start_at_tokens = 8;
   PassCounters counters;
   RunJobs(*session, 4, jobs, &counters);
-  for (int i = 0; i < 4; ++i) ExpectPlain(jobs[i], "job " + std::to_string(i));
+  int64_t accepted = 0;
+  for (int i = 0; i < 4; ++i) {
+    ExpectPlain(jobs[i], "job " + std::to_string(i));
+    if (jobs[i].result.ok()) accepted += DraftAccepted(jobs[i].result->stats);
+  }
+  EXPECT_GT(accepted, 20) << "speculation happened beside the chunked prefill";
   EXPECT_GE(counters.prefill_rows, 400);
   // Its 400 prompt rows went in chunks of at most 128 while the others decoded: they got tokens
   // in the passes that prefilled it.
@@ -213,6 +218,11 @@ TEST_P(ServingLoopTest, CancelledAndInvalidRequestsEndAloneAndTheOthersGoOn) {
       << jobs[2].result.status().message();
   ExpectPlain(jobs[1], "job 1");
   ExpectPlain(jobs[3], "job 3");
+  for (int i : {1, 3}) {
+    if (jobs[i].result.ok()) {
+      EXPECT_GT(DraftAccepted(jobs[i].result->stats), 0) << "job " << i << " speculated";
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Threads, ServingLoopTest, testing::Values(1, 2),

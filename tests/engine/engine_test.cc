@@ -10,7 +10,9 @@
 #include "engine/engine.h"
 #include "engine/engine_test_util.h"
 #include "engine/report.h"
+#include "spec_floor.h"
 #include "synth/synth.h"
+#include "test_temp.h"
 
 namespace goose {
 namespace {
@@ -83,6 +85,7 @@ TEST(Engine, AutoCurveFollowsTheTimedPasses) {
   auto r = e.Generate(prompt, p);
   ASSERT_TRUE(want.ok() && r.ok());
   EXPECT_EQ(r->tokens, want->tokens);
+  EXPECT_GT(AcceptedDrafts(r->stats), 0) << "trees pay on this curve";
   const std::vector<CostSample> observed = e.ObservedPassCosts();
   ASSERT_FALSE(observed.empty()) << "96 tokens pass some size 8 times";
   c = e.CostCurve();
@@ -98,45 +101,81 @@ TEST(Engine, AutoCurveFollowsTheTimedPasses) {
   EXPECT_GE(matched, 1);
 }
 
+// A synthesized llama (random weights, seed 4) whose greedy text ends with its end-of-sequence
+// token after 62 tokens: the tiny model never emits one (not in 400 tokens of any prompt tried),
+// so it cannot show a stop.
+std::unique_ptr<Model> ModelThatStops() {
+  SynthParams sp;
+  sp.n_embd = 64;
+  sp.n_layer = 1;
+  sp.n_head = 4;
+  sp.n_head_kv = 4;
+  sp.n_ff = 128;
+  sp.seed = 4;
+  const std::string path = ProcessTempPath("engine_eos.gguf");
+  EXPECT_TRUE(SynthesizeModel(sp, path).ok());
+  auto m = Model::Load(path);
+  EXPECT_TRUE(m.ok()) << m.status().message();
+  return m.ok() ? std::move(m).value() : nullptr;
+}
+
 TEST(Engine, StopsAtEndOfSequenceUnlessIgnored) {
+  const std::unique_ptr<Model> model = ModelThatStops();
+  ASSERT_NE(model, nullptr);
+  const std::vector<int32_t> prompt = model->tokenizer().Encode("Once upon a time", true);
   ThreadPool pool(1);
-  Engine e(Tiny(), 512, &pool);
-  // The tiny model ends a story with EOS quickly after "The end." style text; look for a prompt
-  // whose plain run stops early, then require every method to stop at the same place.
+  Engine e(*model, 512, &pool);
   GenerateParams p;
   p.n_predict = 400;
-  auto plain = e.Generate(Prompt("Once upon a time"), p);
+  auto plain = e.Generate(prompt, p);
   ASSERT_TRUE(plain.ok());
-  const bool stopped = Tiny().tokenizer().IsEog(plain->tokens.back());
+  ASSERT_LT(plain->tokens.size(), 400u);
+  ASSERT_TRUE(model->tokenizer().IsEog(plain->tokens.back()));
+  // Every method stops at the same place, with draft tokens accepted on the way.
   for (const char* m : {"pld", "tr", "balanced", "sequoia", "goose"}) {
     GenerateParams q = p;
     ASSERT_TRUE(ParseSpecVariant(m, &q.spec).ok());
-    auto r = e.Generate(Prompt("Once upon a time"), q);
+    auto r = e.Generate(prompt, q);
     ASSERT_TRUE(r.ok());
     EXPECT_EQ(r->tokens, plain->tokens) << m;
+    EXPECT_GT(AcceptedDrafts(r->stats), 0) << m << ": " << AcceptedBySource(r->stats);
   }
-  if (stopped) {
-    p.ignore_eos = true;
-    auto r = e.Generate(Prompt("Once upon a time"), p);
-    EXPECT_EQ(r->tokens.size(), 400u);
-  }
+  p.ignore_eos = true;
+  auto r = e.Generate(prompt, p);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->tokens.size(), 400u);
+  EXPECT_TRUE(std::equal(plain->tokens.begin(), plain->tokens.end(), r->tokens.begin()));
 }
 
+// Speculative methods stop where plain decoding does, with its tokens: their trees are cut to
+// the context's room near the end. Greedy and sampled.
 TEST(Engine, ContextLimitStopsCleanly) {
   ThreadPool pool(1);
   Engine e(Tiny(), 64, &pool);
-  for (const char* m : {"none", "tr", "goose"}) {
-    GenerateParams p;
-    p.n_predict = 500;
-    p.ignore_eos = true;
-    p.spec.method = m;
-    auto r = e.Generate(Prompt("Once upon a time"), p);
-    ASSERT_TRUE(r.ok());
-    EXPECT_TRUE(r->hit_context_limit);
-    // Positions 0..63 hold the prompt and the generated tokens whose KV was written, plus the
-    // last generated token (the anchor, never written).
-    EXPECT_EQ(static_cast<int>(Prompt("Once upon a time").size() + r->tokens.size()), 65)
-        << m;
+  for (float temp : {0.0f, 0.8f}) {
+    std::vector<int32_t> plain;
+    for (const char* m : {"none", "pld", "tr", "goose", "goose+paper"}) {
+      SCOPED_TRACE(std::string(m) + (temp > 0 ? " sampled" : " greedy"));
+      GenerateParams p;
+      p.n_predict = 500;
+      p.ignore_eos = true;
+      p.sampling.temp = temp;
+      p.sampling.seed = 3;
+      p.spec = Spec(m);
+      auto r = e.Generate(Prompt("Once upon a time"), p);
+      ASSERT_TRUE(r.ok());
+      EXPECT_TRUE(r->hit_context_limit);
+      // Positions 0..63 hold the prompt and the generated tokens whose KV was written, plus the
+      // last generated token (the anchor, never written).
+      EXPECT_EQ(static_cast<int>(Prompt("Once upon a time").size() + r->tokens.size()), 65);
+      if (plain.empty()) {
+        plain = r->tokens;
+        EXPECT_EQ(AcceptedDrafts(r->stats), 0);
+      } else {
+        EXPECT_EQ(r->tokens, plain);
+        EXPECT_GT(AcceptedDrafts(r->stats), 0) << AcceptedBySource(r->stats);
+      }
+    }
   }
 }
 
@@ -225,7 +264,7 @@ TEST(Engine, TableSavedAndLoadedGivesSameDrafts) {
   p.ignore_eos = true;
   p.spec.method = "tr";
   ASSERT_TRUE(a.Generate(Prompt("Tom had a big red ball."), p).ok());
-  const std::string path = std::filesystem::temp_directory_path() / "goose_engine_tr.bin";
+  const std::string path = ProcessTempPath("engine_tr.bin");
   ASSERT_TRUE(a.table(Tr())->Save(path).ok());
   Engine b(Tiny(), 512, &pool);
   ASSERT_TRUE(b.table(Tr())->Load(path).ok());

@@ -13,6 +13,7 @@
 
 #include "gguf/gguf_file.h"
 #include "gguf/gguf_writer.h"
+#include "test_temp.h"
 #include "util/rng.h"
 
 // Counts every byte requested from operator new in this test binary, so a test can bound what
@@ -277,7 +278,7 @@ TEST(GgufCorruptionTest, ValidBaselinesParse) {
 }
 
 TEST(GgufCorruptionTest, EmptyFileOnDisk) {
-  const std::string path = ::testing::TempDir() + "/empty.gguf";
+  const std::string path = ProcessTempPath("empty.gguf");
   std::FILE* f = std::fopen(path.c_str(), "wb");
   ASSERT_NE(f, nullptr);
   std::fclose(f);

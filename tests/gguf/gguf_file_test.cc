@@ -12,6 +12,7 @@
 #include <string>
 
 #include "gguf/gguf_writer.h"
+#include "test_temp.h"
 #include "util/fp16.h"
 
 namespace goose {
@@ -211,7 +212,7 @@ TEST(GgufWriterTest, RoundTripsEveryValueTypeAndTensors) {
   EXPECT_EQ(g.FindTensor("c")->dims, (std::vector<int64_t>{64, 3}));
 
   // The same bytes through a real file and mmap.
-  const std::string path = ::testing::TempDir() + "/roundtrip.gguf";
+  const std::string path = ProcessTempPath("roundtrip.gguf");
   ASSERT_TRUE(w.Write(path).ok());
   auto f2 = GgufFile::Open(path);
   ASSERT_TRUE(f2.ok()) << f2.status().message();

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -151,14 +152,17 @@ INSTANTIATE_TEST_SUITE_P(KvTypes, GoldenLogitsTest,
                          ::testing::Values(KvType::kF32, KvType::kF16),
                          [](const auto& info) { return std::string(KvTypeName(info.param)); });
 
-// Plain decode speed of the tiny model (single-token Forward loop), printed for the report.
-// Wall time depends on machine load; the 1-thread line also gives CPU time of this thread.
-TEST(GoldenTest, DecodeSpeed) {
+// 400 greedy tokens from BOS, one-token passes, on one and on two threads: the same ids (the
+// split of a pass among threads changes no bit), and not a constant run (the loop decodes).
+// Also prints the decode speed for the report (wall time depends on the machine's load; the
+// 1-thread line also gives the calling thread's CPU time); speed is not asserted.
+TEST(GoldenTest, DecodeIsTheSameOnOneAndTwoThreads) {
+  const int n = 400;
+  std::vector<int32_t> ids[2];
   for (int threads : {1, 2}) {
     ThreadPool pool(threads);
     Context ctx(TinyModel(), 512, &pool);
     int32_t tok = 1;
-    const int n = 400;
     timespec cpu0, cpu1;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu0);
     const auto start = std::chrono::steady_clock::now();
@@ -166,6 +170,7 @@ TEST(GoldenTest, DecodeSpeed) {
       ASSERT_TRUE(ctx.ForwardChain({&tok, 1}).ok());
       ctx.KeepAll();
       tok = Argmax(ctx.logits(0), TinyModel().config().n_vocab);
+      ids[threads - 1].push_back(tok);
     }
     const double wall =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -175,6 +180,10 @@ TEST(GoldenTest, DecodeSpeed) {
                 "of the calling thread (%d tokens from BOS)\n",
                 threads, n / wall, n / cpu, n);
   }
+  EXPECT_EQ(ids[0], ids[1]);
+  int changes = 0;
+  for (int i = 1; i < n; ++i) changes += ids[0][i] != ids[0][i - 1];
+  EXPECT_GT(changes, n / 2) << "the greedy text is a run of one token";
 }
 
 }  // namespace

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <thread>
+
 #include "engine/engine.h"
 #include "engine/engine_test_util.h"
 #include "server/utf8.h"
@@ -18,6 +21,16 @@ httplib::Client TestServer::Client(int read_timeout_s) const {
   c.set_read_timeout(read_timeout_s, 0);
   c.set_write_timeout(60, 0);
   return c;
+}
+
+bool WaitForMetric(const TestServer& s, const std::string& line) {
+  auto c = s.Client();
+  for (int i = 0; i < 3000; ++i) {
+    auto m = c.Get("/metrics");
+    if (m && m->body.find(line + "\n") != std::string::npos) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
 }
 
 std::unique_ptr<TestServer> StartServer(ServerOptions opts) {
@@ -94,6 +107,20 @@ std::string StreamedText(const std::vector<nlohmann::json>& events, bool chat) {
     }
   }
   return text;
+}
+
+nlohmann::json StreamedGoose(const std::vector<nlohmann::json>& events) {
+  for (auto it = events.rbegin(); it != events.rend(); ++it) {
+    if (it->is_object() && it->contains("goose")) return (*it)["goose"];
+  }
+  return nullptr;
+}
+
+int64_t AcceptedDrafts(const nlohmann::json& goose) {
+  if (!goose.is_object() || !goose.contains("accepted")) return -1;
+  int64_t n = 0;
+  for (const auto& [source, count] : goose["accepted"].items()) n += count.get<int64_t>();
+  return n;
 }
 
 }  // namespace goose::server

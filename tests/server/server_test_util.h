@@ -23,6 +23,9 @@ struct TestServer {
   int port = 0;
   httplib::Client Client(int read_timeout_s = 120) const;
 };
+// Polls GET /metrics until `line` (a whole line) appears; false after ~30 s.
+bool WaitForMetric(const TestServer& s, const std::string& line);
+
 // Fills model_path and port, turns the table cache off unless opts.cache_dir names one; fails the calling test (ADD_FAILURE) if it does not start.
 std::unique_ptr<TestServer> StartServer(ServerOptions opts);
 
@@ -35,5 +38,11 @@ std::string ReferenceText(const std::string& prompt, int n_predict, const Sampli
 std::vector<nlohmann::json> ParseSse(const std::string& body);
 // Concatenated choices[0].text / delta.content of completion or chat chunks.
 std::string StreamedText(const std::vector<nlohmann::json>& events, bool chat);
+// The "goose" object of a streamed answer (its last chunk's; null if none).
+nlohmann::json StreamedGoose(const std::vector<nlohmann::json>& events);
+
+// Draft tokens a response's "goose" object says were accepted, over every source (-1 if it has
+// no "accepted" object): equal text alone does not show that speculation happened.
+int64_t AcceptedDrafts(const nlohmann::json& goose);
 
 }  // namespace goose::server

@@ -18,6 +18,7 @@
 #include "gguf/gguf_file.h"
 #include "model/model.h"
 #include "ops/quant.h"
+#include "test_temp.h"
 
 namespace goose {
 namespace {
@@ -27,7 +28,8 @@ std::string SharedDir() {
   return GOOSE_SHARED_DIR;
 }
 std::string TinyModel() { return SharedDir() + "/models/stories260K.gguf"; }
-std::string TmpPath(const std::string& name) { return ::testing::TempDir() + "/" + name; }
+// In this process's own temp dir: ctest runs this binary's tests in parallel processes.
+std::string TmpPath(const std::string& name) { return ProcessTempPath(name); }
 
 SynthParams TinyLlama() {
   SynthParams p;

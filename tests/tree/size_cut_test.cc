@@ -16,7 +16,7 @@ namespace {
 
 TEST(SizeCut, CutsAtTheBestSizeAndStopsOnlyWhereNoLargerSizeCouldPay) {
   SplitMix64 rng(11);
-  int stops = 0, early = 0;
+  int early = 0;
   for (int trial = 0; trial < 2000; ++trial) {
     std::vector<CostSample> cost;
     double c = 0.01 + 0.01 * rng.Uniform();
@@ -51,7 +51,6 @@ TEST(SizeCut, CutsAtTheBestSizeAndStopsOnlyWhereNoLargerSizeCouldPay) {
       const double left = k < n_nodes ? values[k] : 0.0;
       if (stopped || cut.MayGrow(left)) continue;
       stopped = true;
-      ++stops;
       early += k < n_nodes;
       const double best_before = *std::max_element(score.begin(), score.begin() + k + 1);
       for (int s = k + 1; s <= n_nodes; ++s) {
@@ -62,7 +61,6 @@ TEST(SizeCut, CutsAtTheBestSizeAndStopsOnlyWhereNoLargerSizeCouldPay) {
     EXPECT_EQ(cut.best_size(), best) << "trial " << trial;
   }
   EXPECT_GT(early, 1000);
-  EXPECT_GE(stops, early);
 }
 
 }  // namespace
