@@ -77,7 +77,9 @@ TEST_P(PredictionTest, OutputIsPlainDecodingsWhateverThePrediction) {
           // and the bonus tokens of the cycles it spans.
           EXPECT_GE(from_prediction, kTokens / 2) << "drafted from the prediction";
         }
-        if (name == "empty") EXPECT_EQ(from_prediction, 0);
+        if (name == "empty") {
+          EXPECT_EQ(from_prediction, 0);
+        }
       }
     }
   }
