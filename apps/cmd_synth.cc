@@ -20,7 +20,7 @@ namespace {
 template <typename Flags>
 int RunInflate(const Flags& f, const CLI::App& app) {
   for (const char* flag : {"--arch", "--hidden", "--layers", "--heads", "--kv-heads", "--ffn",
-                           "--vocab-size", "--vocab-from", "--ctx"}) {
+                           "--vocab-size", "--vocab-from"}) {
     if (app.count(flag) > 0) {
       return Fail(std::string(flag) + " does not apply to --inflate (the shape is --like)");
     }
@@ -30,6 +30,7 @@ int RunInflate(const Flags& f, const CLI::App& app) {
   if (!f.like.empty()) p.shape = f.like;
   p.drop_layers = f.drop_layers;
   p.seed = f.p.seed;
+  if (app.count("--ctx") > 0) p.n_ctx = f.p.context_length;
   const std::string dtype = f.dtype.empty() ? "q8_0" : f.dtype;
   if (!ParseDType(dtype, &p.dtype)) return Fail("unknown --dtype '" + dtype + "'");
   std::fprintf(stderr, "goose: inflating %s to the %s shape (%s) ...\n", p.source.c_str(),
@@ -74,7 +75,8 @@ Runner AddSynthCommand(CLI::App& app) {
                  "f32 | f16 | bf16 | q8_0 | q4_0 | q5_0 | q4_k | q5_k | q6_k (default f32; "
                  "q8_0 with --inflate)");
   app.add_option("--seed", f->p.seed, "weights seed");
-  app.add_option("--ctx", f->p.context_length, "context length written to the file")
+  app.add_option("--ctx", f->p.context_length,
+                 "context length written to the file (with --inflate: default the source's)")
       ->check(IntIn(1, 1 << 20));
   app.add_option("-o,--output", f->out, "output GGUF path")->required();
   return [f, &app] {

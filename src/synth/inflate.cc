@@ -183,11 +183,11 @@ void CopyTokenizer(const GgufFile& f, int64_t V, GgufWriter* w) {
 }
 
 void SetHyper(const GgufFile& f, int64_t D, int64_t L, int64_t H, int64_t KV, int64_t FF,
-              int64_t rope_dims, double eps, GgufWriter* w) {
+              int64_t rope_dims, double eps, int n_ctx, GgufWriter* w) {
   w->Set("general.architecture", GgufValue::String("llama"));
   w->Set("general.alignment", GgufValue::U32(32));
-  w->Set("llama.context_length",
-         GgufValue::U32(static_cast<uint32_t>(f.GetInt("llama.context_length").value_or(2048))));
+  const int64_t ctx = n_ctx > 0 ? n_ctx : f.GetInt("llama.context_length").value_or(2048);
+  w->Set("llama.context_length", GgufValue::U32(static_cast<uint32_t>(ctx)));
   w->Set("llama.embedding_length", GgufValue::U32(static_cast<uint32_t>(D)));
   w->Set("llama.feed_forward_length", GgufValue::U32(static_cast<uint32_t>(FF)));
   w->Set("llama.attention.head_count", GgufValue::U32(static_cast<uint32_t>(H)));
@@ -202,7 +202,7 @@ void SetHyper(const GgufFile& f, int64_t D, int64_t L, int64_t H, int64_t KV, in
 // The (layer-dropped) small model as it is.
 Status WriteSmall(const Small& s, const InflateParams& p, const std::string& out_path) {
   Writer out(p.dtype, p.seed);
-  SetHyper(*s.file, s.d, s.l, s.h, s.kv, s.ff, s.hd, s.eps, &out.w);
+  SetHyper(*s.file, s.d, s.l, s.h, s.kv, s.ff, s.hd, s.eps, p.n_ctx, &out.w);
   CopyTokenizer(*s.file, s.v, &out.w);
   auto matrix = [&](const std::string& name, const float* src, int64_t rows, int64_t cols) {
     out.Matrix(name, rows, cols, [=](int64_t r, float* row) {
@@ -277,7 +277,7 @@ Status InflateModel(const InflateParams& p, const std::string& out_path) {
   auto small_head = [=](int64_t bh) { return bh % G < g ? (bh / G) * g + bh % G : -1; };
 
   Writer out(dt, p.seed);
-  SetHyper(*s.file, D, L, H, KV, FF, HD, eps2, &out.w);
+  SetHyper(*s.file, D, L, H, KV, FF, HD, eps2, p.n_ctx, &out.w);
   out.w.Set("general.name", GgufValue::String(
                                 s.file->GetString("general.name").value_or("small") +
                                 "-inflated-" + p.shape));

@@ -35,6 +35,8 @@ struct InflateParams {
   DType dtype = DType::kQ8_0;        // matrices; norms and rows Q8_0 cannot block stay F32
   std::vector<int> drop_layers;      // layers of the small model to remove first
   uint64_t seed = 1;
+  int n_ctx = 0;  // context length written to the file (0 = the source's): RoPE runs at any
+                  // position, so a long-prompt benchmark can go past what the source trained on
 };
 
 // The shape names and what they cost like: "small-0.5b" (0.44B, 32000 vocab), "llama-1b"

@@ -160,7 +160,7 @@ TEST(Engine, ContextLimitStopsCleanly) {
       p.n_predict = 500;
       p.ignore_eos = true;
       p.sampling.temp = temp;
-      p.sampling.seed = 3;
+      p.sampling.seed = 1;  // (a sampled text that repeats itself: pld accepts 13 tokens)
       p.spec = Spec(m);
       auto r = e.Generate(Prompt("Once upon a time"), p);
       ASSERT_TRUE(r.ok());

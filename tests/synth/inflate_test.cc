@@ -25,8 +25,10 @@ std::string Shared(const std::string& rel) {
 
 std::string Temp(const std::string& name) { return ProcessTempPath("inflate_" + name); }
 
-std::unique_ptr<Model> Inflate(const std::string& shape, DType dtype, std::vector<int> drop = {}) {
+std::unique_ptr<Model> Inflate(const std::string& shape, DType dtype, std::vector<int> drop = {},
+                               int n_ctx = 0) {
   InflateParams p;
+  p.n_ctx = n_ctx;
   p.source = Shared("models/stories260K.gguf");
   p.shape = shape;
   p.dtype = dtype;
@@ -72,6 +74,16 @@ TEST(Inflate, F32WritesTheSmallModelsText) {
   EXPECT_EQ(big->config().n_vocab, 1000);
   EXPECT_GT(big->weight_bytes(), 10 * (*small)->weight_bytes());
   for (const char* p : kPrompts) EXPECT_EQ(Greedy(*big, p, 48), Greedy(**small, p, 48)) << p;
+}
+
+// The context length is the source's (512) unless one is given (a long-prompt benchmark).
+TEST(Inflate, ContextLengthIsTheSourcesUnlessGiven) {
+  auto same = Inflate("keep", DType::kF32);
+  auto longer = Inflate("tiny-test", DType::kF32, {}, 4096);
+  ASSERT_NE(same, nullptr);
+  ASSERT_NE(longer, nullptr);
+  EXPECT_EQ(same->config().n_ctx_train, 512);
+  EXPECT_EQ(longer->config().n_ctx_train, 4096);
 }
 
 // At q8_0 the small model's weights sit in whole blocks of 32 of the big rows (the small width
