@@ -16,6 +16,9 @@ void PredictionMatcher::Commit(std::span<const int32_t> tokens) {
 
 std::span<const int32_t> PredictionMatcher::Continuation(int max_tokens) const {
   if (cursor_ < 0 || cursor_ >= static_cast<int>(pred_.size()) || max_tokens <= 0) return {};
+  const bool trusted =
+      run_ >= kTrustedRun || 2 * (reproduced_ + kPriorTokens) >= committed_ + kPriorTokens;
+  if (!trusted) return {};
   const size_t n = std::min<size_t>(max_tokens, pred_.size() - cursor_);
   return std::span<const int32_t>(pred_.data() + cursor_, n);
 }
@@ -23,12 +26,15 @@ std::span<const int32_t> PredictionMatcher::Continuation(int max_tokens) const {
 void PredictionMatcher::Step(int32_t token) {
   if (static_cast<int>(tail_.size()) == kMaxSuffix) tail_.erase(tail_.begin());
   tail_.push_back(token);
+  ++committed_;
   const int n = static_cast<int>(pred_.size());
   if (cursor_ >= 0 && cursor_ < n && pred_[cursor_] == token) {
     Count(cursor_++);
     guessed_ = false;
+    ++run_;
     return;
   }
+  run_ = 0;
   if (cursor_ >= 0 && cursor_ < n && !guessed_) {  // it departs here: a deletion or a replacement
     lost_at_ = cursor_;
     for (int j = 1; j <= kSkip && cursor_ + j < n; ++j) {

@@ -13,6 +13,11 @@
 //   to kMaxSuffix tokens; at least 2, or 1 within kNear tokens of where it lost its way) that
 //   ends at a prediction token, the nearest of equally long ones. A replaced, inserted or
 //   deleted token so costs at most one token drafted from the wrong place.
+// - Trust: Continuation() is empty while less than half of the output so far (with a prior of
+//   kPriorTokens reproduced ones) reproduced the prediction, unless the last kTrustedRun tokens
+//   did. A prediction that shares only common words with the output (another story, a wrong
+//   file) resyncs by chance on short suffixes; without this it would replace the context
+//   match's spine with its own, deep and mostly wrong, every few tokens.
 // - Reproduced(): prediction tokens the output reproduced in order (each counted once, where the
 //   matcher was in step); the rest of the prediction counts as rejected. It depends only on the
 //   prediction and the output, never on how they were drafted.
@@ -33,12 +38,15 @@ class PredictionMatcher {
   static constexpr int kNear = 32;
   static constexpr int kMaxCandidates = 256;
   static constexpr int kSkip = 4;
+  static constexpr int kPriorTokens = 4;
+  static constexpr int kTrustedRun = 8;
 
   explicit PredictionMatcher(std::span<const int32_t> prediction = {});
 
   // The next generated tokens.
   void Commit(std::span<const int32_t> tokens);
-  // Up to max_tokens prediction tokens expected next; empty while lost or at its end.
+  // Up to max_tokens prediction tokens expected next; empty while lost, at its end, or not
+  // trusted (above).
   std::span<const int32_t> Continuation(int max_tokens) const;
   bool empty() const { return pred_.empty(); }
   int64_t size() const { return static_cast<int64_t>(pred_.size()); }
@@ -59,6 +67,8 @@ class PredictionMatcher {
   bool guessed_ = false;  // the cursor is a replacement guess, not yet confirmed
   int counted_to_ = 0;    // prediction positions below this were counted as reproduced
   int64_t reproduced_ = 0;
+  int64_t committed_ = 0;  // output tokens seen
+  int run_ = 0;            // of them the last ones the cursor followed in step
 };
 
 // Prediction tokens that `output` reproduces (PredictionMatcher::reproduced), for usage reports.

@@ -95,6 +95,25 @@ TEST(PredictionMatcher, AnEmptyOrUnrelatedPredictionProposesNothing) {
   EXPECT_EQ(m.reproduced(), 0);
 }
 
+// A prediction the output meets only by chance (short suffixes it shares, as another story
+// shares common words) is not drafted from, even right after such a resync; a run of
+// kTrustedRun tokens in step makes it a draft source again.
+TEST(PredictionMatcher, APredictionMetOnlyByChanceIsNotTrusted) {
+  PredictionMatcher m(Distinct(400));
+  for (int k = 1; k <= 5; ++k) {  // 4 tokens it lacks, then 2 it has, 40 positions on
+    m.Commit(std::vector<int32_t>{1, 2, 3, 4});
+    m.Commit(std::vector<int32_t>{110 + 40 * k, 111 + 40 * k});
+  }
+  EXPECT_EQ(m.reproduced(), 5);
+  EXPECT_TRUE(Cont(m).empty()) << "5 of 30 tokens reproduced";
+  for (int32_t t = 312; t < 312 + PredictionMatcher::kTrustedRun - 1; ++t) {
+    m.Commit(std::vector<int32_t>{t});
+  }
+  EXPECT_TRUE(Cont(m).empty()) << "a run one token short";
+  m.Commit(std::vector<int32_t>{312 + PredictionMatcher::kTrustedRun - 1});
+  EXPECT_EQ(Cont(m, 1), (std::vector<int32_t>{320}));
+}
+
 // The count never exceeds the prediction, whatever the output (each position counts once),
 // and equals the prediction's length when the output is the prediction.
 TEST(PredictionMatcher, ReproducedIsBoundedAndExact) {
