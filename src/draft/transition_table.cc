@@ -237,9 +237,9 @@ struct FileCloser {
 };
 using FilePtr = std::unique_ptr<std::FILE, FileCloser>;
 
-template <typename T>
-bool WriteVec(std::FILE* f, const std::vector<T>& v) {
-  return v.empty() || std::fwrite(v.data(), sizeof(T), v.size(), f) == v.size();
+template <typename Vec>
+bool WriteVec(std::FILE* f, const Vec& v) {
+  return v.empty() || std::fwrite(v.data(), sizeof(v[0]), v.size(), f) == v.size();
 }
 
 }  // namespace
@@ -334,10 +334,12 @@ Status TransitionTable::Load(const std::string& path) {
     return Status::Error(StrFormat("%s: cannot seek", p));
   }
   // Read into temporaries so a bad file leaves the table unchanged.
-  std::vector<int32_t> uni_ids(nk), bi_ids(slots * k);
-  std::vector<float> uni_scores(nk), bi_scores(slots * k);
+  std::vector<int32_t> uni_ids(nk);
+  std::vector<float> uni_scores(nk);
   std::vector<uint8_t> observed(n_vocab);
-  std::vector<uint64_t> bi_keys(slots);
+  Slots<int32_t> bi_ids(slots * k);
+  Slots<float> bi_scores(slots * k);
+  Slots<uint64_t> bi_keys(slots);
   const size_t uni_ids_off = offset;
   GOOSE_RETURN_IF_ERROR(read(uni_ids.data(), nk * 4, "unigram ids"));
   GOOSE_RETURN_IF_ERROR(read(uni_scores.data(), nk * 4, "unigram scores"));
@@ -383,7 +385,7 @@ Status TransitionTable::Load(const std::string& path) {
   // Scores as Harvest stores TopK's softmax: in [0, 1] (no NaN, no infinity) and, padding ids
   // aside, non-increasing along a row, which the tree builders rely on (a huge score would
   // overflow EdgeAcceptance::ScoreBin's integer bin).
-  auto check_scores = [&](const std::vector<int32_t>& ids, const std::vector<float>& scores,
+  auto check_scores = [&](std::span<const int32_t> ids, std::span<const float> scores,
                           size_t scores_off, const char* tier) -> Status {
     for (size_t row = 0; row * k < ids.size(); ++row) {
       float prev = 1.0f;

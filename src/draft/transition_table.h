@@ -32,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include "util/large_buffer.h"
 #include "util/status.h"
 
 namespace goose {
@@ -82,9 +83,12 @@ class TransitionTable {
   std::vector<int32_t> uni_ids_;    // [n_vocab, k]
   std::vector<float> uni_scores_;   // [n_vocab, k]
   std::vector<uint8_t> observed_;   // [n_vocab]
-  std::vector<uint64_t> bi_keys_;   // [slots]; 0 = empty, else ((prev+1) << 32) | tok
-  std::vector<int32_t> bi_ids_;     // [slots, k]
-  std::vector<float> bi_scores_;    // [slots, k]
+  // The bigram tier (5.8 MB) on huge pages: it is made, and loaded, by every process.
+  template <class T>
+  using Slots = std::vector<T, HugePageAllocator<T>>;
+  Slots<uint64_t> bi_keys_;  // [slots]; 0 = empty, else ((prev+1) << 32) | tok
+  Slots<int32_t> bi_ids_;    // [slots, k]
+  Slots<float> bi_scores_;   // [slots, k]
   size_t bigram_count_ = 0;         // occupied slots
 
   static constexpr size_t kNoSlot = ~size_t{0};

@@ -78,7 +78,9 @@ TEST(DepthCost, DeepPassesCorrectTheCurveAtItsDepth) {
   policy.SetDepthCost(d);
   for (int i = 0; i < 8; ++i) policy.RecordPass(16, 30e-3 + d.Extra(16, 3000), d.Extra(16, 3000));
   for (const CostSample& c : policy.CostCurve()) {
-    if (c.nodes == 16) EXPECT_NEAR(c.seconds, 30e-3, 1e-6);
+    if (c.nodes == 16) {
+      EXPECT_NEAR(c.seconds, 30e-3, 1e-6);
+    }
   }
 }
 
