@@ -12,8 +12,8 @@
 
 #include "bench/bench_report.h"
 #include "bench/bench_runner.h"
-#include "budget/cost_cache.h"
 #include "bench/datasets.h"
+#include "budget/cost_cache.h"
 #include "commands.h"
 #include "engine/session.h"
 #include "model/model.h"
@@ -25,8 +25,8 @@ namespace {
 struct BenchFlags {
   std::string model, data_dir, out = "bench-out", cost_model, cost_curve;
   std::string model_draft;  // -md: the draft model of the draft-model methods
-  std::vector<std::string> data = {"spec_bench", "mt_bench", "humaneval", "gsm8k", "alpaca_eval",
-                                   "tinystories"};
+  std::vector<std::string> data = {"spec_bench", "mt_bench",    "humaneval",
+                                   "gsm8k",      "alpaca_eval", "tinystories"};
   std::vector<std::string> methods = {"none", "pld", "tr", "balanced", "sequoia", "goose"};
   std::vector<std::string> budgets = {"16", "32", "60"};
   int n_prompts = 5, max_tokens = 128, threads = 0;
@@ -221,13 +221,15 @@ Runner AddBenchCommand(CLI::App& app) {
   app.add_option("-m,--model", f->model, "GGUF model (default ../shared/models/stories260K.gguf)");
   app.add_option("--model-draft", f->model_draft,
                  "(-md) draft model of the same family, for the methods draft, draft-tree, graft");
-  app.add_option("--data", f->data,
-                 "data sets, comma-separated, each name[:category][:count] (e.g. "
-                 "spec_bench:coding:5, tinystories:10); names: " + [] {
-                   std::string s;
-                   for (const std::string& n : KnownDataSets()) s += (s.empty() ? "" : ", ") + n;
-                   return s;
-                 }())
+  app.add_option(
+         "--data", f->data,
+         "data sets, comma-separated, each name[:category][:count] (e.g. "
+         "spec_bench:coding:5, tinystories:10); names: " +
+             [] {
+               std::string s;
+               for (const std::string& n : KnownDataSets()) s += (s.empty() ? "" : ", ") + n;
+               return s;
+             }())
       ->delimiter(',');
   app.add_option("--data-dir", f->data_dir, "folder of the prompt sets (default ../shared/data)");
   app.add_option("--methods", f->methods, "methods, comma-separated (none always runs)")
@@ -251,7 +253,8 @@ Runner AddBenchCommand(CLI::App& app) {
   app.add_option("-t,--threads", f->threads, "threads, at most 64 (0 = all cores)")
       ->check(IntIn(0, 64));
   app.add_flag("--quiet", f->quiet, "no progress bar or table on the terminal");
-  app.add_flag("--stop-at-eos", f->stop_at_eos, "stop at end-of-sequence (default: exactly --max-tokens)");
+  app.add_flag("--stop-at-eos", f->stop_at_eos,
+               "stop at end-of-sequence (default: exactly --max-tokens)");
   app.add_flag("--recalibrate", f->recalibrate, "re-measure the cached verify-cost curve");
   return [f] { return RunBenchCommand(*f); };
 }

@@ -86,9 +86,12 @@ int RunServeBenchCommand(ServeBenchFlags& f) {
   nlohmann::json j = *res;
   j["machine"] = MachineJson();
   j["model"] = (*session)->options().model_path;
-  j["settings"] = {{"data", f.data},       {"spec", f.opt.spec},
-                   {"budget", f.budget},   {"max_tokens", f.opt.max_tokens},
-                   {"temp", f.opt.temp},   {"threads", (*session)->pool().size()},
+  j["settings"] = {{"data", f.data},
+                   {"spec", f.opt.spec},
+                   {"budget", f.budget},
+                   {"max_tokens", f.opt.max_tokens},
+                   {"temp", f.opt.temp},
+                   {"threads", (*session)->pool().size()},
                    {"prompts", prompts->size()}};
   (*session)->Close();
   return WriteServeOutputs(f, j);

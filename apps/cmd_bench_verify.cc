@@ -30,8 +30,8 @@ struct DecodeProfile {
 };
 
 // Plain one-token passes after `prefix` tokens, with MatMul's timer on.
-StatusOr<DecodeProfile> ProfileDecode(const Model& model, ThreadPool* pool, int prefix,
-                                      int tokens, KvType kv) {
+StatusOr<DecodeProfile> ProfileDecode(const Model& model, ThreadPool* pool, int prefix, int tokens,
+                                      KvType kv) {
   Context ctx(model, prefix + tokens + 1, pool, kv);
   SplitMix64 rng(3);
   const int n_vocab = model.config().n_vocab;
@@ -46,8 +46,7 @@ StatusOr<DecodeProfile> ProfileDecode(const Model& model, ThreadPool* pool, int 
     GOOSE_RETURN_IF_ERROR(ctx.ForwardChain({&tok, 1}));
     ctx.KeepAll();
   }
-  const double total =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   DecodeProfile p;
   p.seconds_per_token = total / tokens;
   p.matmul_share = total > 0 ? MatMulSeconds() / total : 0;
@@ -129,24 +128,25 @@ StatusOr<std::vector<SequencesPoint>> MeasureSequences(const Model& model, Threa
   return out;
 }
 
-int PrintSequences(const std::vector<SequencesPoint>& points, int n_seqs, int prefix,
-                   int threads, bool json) {
+int PrintSequences(const std::vector<SequencesPoint>& points, int n_seqs, int prefix, int threads,
+                   bool json) {
   if (json) {
     nlohmann::json arr = nlohmann::json::array();
     for (const auto& p : points) {
-      arr.push_back({{"nodes", p.nodes}, {"batched_seconds", p.batched},
-                     {"separate_seconds", p.separate}});
+      arr.push_back(
+          {{"nodes", p.nodes}, {"batched_seconds", p.batched}, {"separate_seconds", p.separate}});
     }
-    nlohmann::json j = {{"sequences", n_seqs}, {"prefix", prefix}, {"threads", threads},
-                        {"curve", arr}};
+    nlohmann::json j = {
+        {"sequences", n_seqs}, {"prefix", prefix}, {"threads", threads}, {"curve", arr}};
     std::printf("%s\n", j.dump().c_str());
     return 0;
   }
-  std::printf("%d sequences, each %d tokens in its cache, %d threads: one pass over all their "
-              "rows vs one pass per sequence\n",
-              n_seqs, prefix, threads);
-  std::printf("%6s %6s %13s %15s %9s %14s %16s\n", "nodes", "rows", "one pass ms",
-              "S passes ms", "speedup", "rows/s (one)", "rows/s (S passes)");
+  std::printf(
+      "%d sequences, each %d tokens in its cache, %d threads: one pass over all their "
+      "rows vs one pass per sequence\n",
+      n_seqs, prefix, threads);
+  std::printf("%6s %6s %13s %15s %9s %14s %16s\n", "nodes", "rows", "one pass ms", "S passes ms",
+              "speedup", "rows/s (one)", "rows/s (S passes)");
   for (const auto& p : points) {
     const int rows = p.nodes * n_seqs;
     std::printf("%6d %6d %13.3f %15.3f %8.2fx %14.1f %16.1f\n", p.nodes, rows, p.batched * 1e3,
@@ -197,18 +197,20 @@ int PrintCurve(const BenchVerifyFlags& f, const std::string& path, const Model& 
     std::printf("%s\n", j.dump().c_str());
     return 0;
   }
-  std::printf("model: %s\nweights: %.2f MB | %s KV cache at %d tokens: %.2f MB | read "
-              "bandwidth: %.1f GB/s | threads: %d\n",
-              path.c_str(), bytes / 1e6, KvTypeName(f.kv), f.prefix, kv_bytes / 1e6, bw,
-              pool.size());
-  std::printf("nominal peak (%d cores x %.2f GHz, %s; assumes 2 vector pipes/core): "
-              "%.0f GFLOP/s f32, %.0f GOP/s int8\n",
-              peak.cores, peak.ghz, peak.path, peak.f32_gflops(), peak.int8_gops());
+  std::printf(
+      "model: %s\nweights: %.2f MB | %s KV cache at %d tokens: %.2f MB | read "
+      "bandwidth: %.1f GB/s | threads: %d\n",
+      path.c_str(), bytes / 1e6, KvTypeName(f.kv), f.prefix, kv_bytes / 1e6, bw, pool.size());
+  std::printf(
+      "nominal peak (%d cores x %.2f GHz, %s; assumes 2 vector pipes/core): "
+      "%.0f GFLOP/s f32, %.0f GOP/s int8\n",
+      peak.cores, peak.ghz, peak.path, peak.f32_gflops(), peak.int8_gops());
   const double read = (bytes + kv_bytes) * decode_tps / 1e9;
-  std::printf("plain decode: %.1f tok/s = %.1f GB/s of weights and KV cache (%.0f%% of measured "
-              "bandwidth; the limit is %.1f tok/s); %.0f%% of decode time outside matmuls\n",
-              decode_tps, read, 100.0 * read / bw, bw * 1e9 / (bytes + kv_bytes),
-              100.0 * (1.0 - decode.matmul_share));
+  std::printf(
+      "plain decode: %.1f tok/s = %.1f GB/s of weights and KV cache (%.0f%% of measured "
+      "bandwidth; the limit is %.1f tok/s); %.0f%% of decode time outside matmuls\n",
+      decode_tps, read, 100.0 * read / bw, bw * 1e9 / (bytes + kv_bytes),
+      100.0 * (1.0 - decode.matmul_share));
   std::printf("%6s %12s %10s %12s %8s %9s %8s\n", "nodes", "ms/pass", "c(N)/c(1)", "tokens/s",
               "GB/s", "GFLOP/s", "matmul");
   for (const auto& p : curve) {
@@ -237,8 +239,7 @@ int RunBenchVerify(const BenchVerifyFlags& f) {
   ThreadPool pool(f.threads > 0 ? f.threads : ThreadPool::DefaultThreads());
   if (f.sequences > 1) {
     if (!f.json) std::fprintf(stderr, "measuring %zu sizes...\n", f.nodes.size());
-    auto points =
-        MeasureSequences(**model, &pool, f.sequences, f.prefix, f.nodes, f.reps, f.kv);
+    auto points = MeasureSequences(**model, &pool, f.sequences, f.prefix, f.nodes, f.reps, f.kv);
     if (!points.ok()) return Fail(points.status().message());
     return PrintSequences(*points, f.sequences, f.prefix, pool.size(), f.json);
   }

@@ -109,14 +109,15 @@ Status WriteStory(const DemoFlags& f, int i, Engine& plain, Engine& spec,
   t->spec_s += b.seconds;
   t->tokens += static_cast<int64_t>(a.result.tokens.size());
   t->passes += b.result.stats.cycles;
-  const double mat = static_cast<double>(b.result.tokens.size()) /
-                     std::max<int64_t>(1, b.result.stats.cycles);
+  const double mat =
+      static_cast<double>(b.result.tokens.size()) / std::max<int64_t>(1, b.result.stats.cycles);
   if (i == 0 && !f.json) std::printf("%s%s\n\n", kPrompts[i], tok.Decode(a.result.tokens).c_str());
   if (!f.json) {
-    std::printf("story %d: plain %6.1f tok/s | %s %6.1f tok/s (%.2fx, %.2f tokens per pass) | "
-                "text %s\n",
-                i + 1, n / a.seconds, f.spec.c_str(), n / b.seconds, a.seconds / b.seconds, mat,
-                same ? "identical" : "DIFFERENT");
+    std::printf(
+        "story %d: plain %6.1f tok/s | %s %6.1f tok/s (%.2fx, %.2f tokens per pass) | "
+        "text %s\n",
+        i + 1, n / a.seconds, f.spec.c_str(), n / b.seconds, a.seconds / b.seconds, mat,
+        same ? "identical" : "DIFFERENT");
     std::fflush(stdout);
   }
   t->runs.push_back({{"prompt", kPrompts[i]},
@@ -187,9 +188,11 @@ int RunDemo(const DemoFlags& f) {
   plain_params.n_predict = spec_params.n_predict = f.n_predict;
   plain_params.ignore_eos = spec_params.ignore_eos = true;  // the same length for both
 
-  std::fprintf(stderr, "goose: %s, %d threads: %d stories of %d tokens, plain then --spec %s "
-               "--budget %s\n\n", std::filesystem::path(*path).filename().c_str(),
-               session.pool().size(), f.prompts, f.n_predict, f.spec.c_str(), f.budget.c_str());
+  std::fprintf(stderr,
+               "goose: %s, %d threads: %d stories of %d tokens, plain then --spec %s "
+               "--budget %s\n\n",
+               std::filesystem::path(*path).filename().c_str(), session.pool().size(), f.prompts,
+               f.n_predict, f.spec.c_str(), f.budget.c_str());
   DemoTotals totals;
   for (int i = 0; i < f.prompts; ++i) {
     Status st = WriteStory(f, i, plain, spec, plain_params, spec_params, &totals);
@@ -207,15 +210,12 @@ Runner AddDemoCommand(CLI::App& app) {
   app.add_option("-m,--model", f->model,
                  "small llama GGUF (F32) to inflate (default ../shared/models/stories260K.gguf)");
   app.add_option("--like", f->shape, "the cost to inflate to: " + InflateShapeNames());
-  app.add_option("-n,--n-predict", f->n_predict, "tokens per story")
-      ->check(IntIn(1, 4096));
-  app.add_option("--prompts", f->prompts, "stories to write")
-      ->check(IntIn(1, kMaxPrompts));
+  app.add_option("-n,--n-predict", f->n_predict, "tokens per story")->check(IntIn(1, 4096));
+  app.add_option("--prompts", f->prompts, "stories to write")->check(IntIn(1, kMaxPrompts));
   app.add_option("--spec", f->spec, "the speculative method: " + MethodNames());
   app.add_option("--budget", f->budget, "tree node budget: 1..128 or auto");
   AddKvTypeFlag(app, &f->kv);
-  app.add_option("-t,--threads", f->threads, "threads (0 = all cores)")
-      ->check(IntIn(0, 64));
+  app.add_option("-t,--threads", f->threads, "threads (0 = all cores)")->check(IntIn(0, 64));
   app.add_flag("--rebuild", f->rebuild, "build the inflated model again");
   app.add_flag("--json", f->json, "print one JSON object");
   return [f] { return RunDemo(*f); };

@@ -29,7 +29,7 @@ struct GenerateFlags {
   // where a tree cannot pay (a tiny model), so it never costs more than a few percent.
   std::string model, prompt, prompt_file, spec = "goose", preset, tr_cache, budget;
   std::string prediction_file;  // --prediction: the expected output (- = stdin)
-  std::string model_draft;  // -md: the draft model of the draft-model methods
+  std::string model_draft;      // -md: the draft model of the draft-model methods
   int n_predict = 128, n_ctx = 0, threads = 0, top_k = 40, branch_k = 0;
   int batch = GenerateParams{}.prefill_chunk;
   std::vector<int32_t> stop_tokens;
@@ -51,8 +51,8 @@ Status ParsePromptIds(const std::string& text, int n_vocab, std::vector<int32_t>
     errno = 0;
     const long id = std::strtol(item.c_str(), &end, 10);
     if (item.empty() || *end != '\0' || errno != 0 || id < 0 || id >= n_vocab) {
-      return Status::Error(StrFormat("--prompt-ids: '%s' is not a token id in [0, %d)",
-                                     item.c_str(), n_vocab));
+      return Status::Error(
+          StrFormat("--prompt-ids: '%s' is not a token id in [0, %d)", item.c_str(), n_vocab));
     }
     out->push_back(static_cast<int32_t>(id));
   }
@@ -168,8 +168,10 @@ Status ParseRequestFlags(const GenerateFlags& f, GenerateParams* params, bool* b
     }
   }
   if (!f.tr_cache.empty() && !chosen.uses_table()) {
-    return Status::Error("--tr-cache applies to the methods with a transition table (tr, "
-                         "balanced, sequoia, goose), not '" + f.spec + "'");
+    return Status::Error(
+        "--tr-cache applies to the methods with a transition table (tr, "
+        "balanced, sequoia, goose), not '" +
+        f.spec + "'");
   }
   // Not given: auto, sized by what a pass costs here. The methods' own defaults are the papers'
   // budgets, which on a CPU cost about what they gain or more (0.44B-cost model: goose at 32
@@ -225,8 +227,10 @@ Status TokenizePrediction(const Model& model, int n_ctx, const std::string& text
   std::optional<std::vector<int32_t>> ids =
       model.tokenizer().EncodeAtMost(text, /*add_bos=*/false, n_ctx);
   if (!ids) {
-    return Status::Error(StrFormat("--prediction: the text is longer than the context of %d "
-                                   "tokens (raise -c)", n_ctx));
+    return Status::Error(
+        StrFormat("--prediction: the text is longer than the context of %d "
+                  "tokens (raise -c)",
+                  n_ctx));
   }
   *tokens = std::move(*ids);
   return Status::Ok();
@@ -254,8 +258,10 @@ Status TokenizePrompt(const GenerateFlags& f, const Model& model, std::string* t
 // Notes about the model the user may not expect: random weights, a context past its training.
 void NoteModel(const Model& model, const std::string& path, int n_ctx) {
   if (model.gguf().GetString("general.name").value_or("").rfind("goose-synth-", 0) == 0) {
-    std::fprintf(stderr, "goose: note: %s has random weights (goose synth), so its text is "
-                 "noise; it is for measuring speed\n", path.c_str());
+    std::fprintf(stderr,
+                 "goose: note: %s has random weights (goose synth), so its text is "
+                 "noise; it is for measuring speed\n",
+                 path.c_str());
   }
   if (n_ctx > model.config().n_ctx_train) {
     std::fprintf(stderr,
@@ -290,8 +296,7 @@ void PrintSummary(const GenerateFlags& f, size_t n_prompt, const GenerateResult&
                "spec %s: %lld passes, MAT %.3f\n",
                n_prompt, stats["prompt_tokens_per_second"].get<double>(), r.tokens.size(),
                stats["tokens_per_second"].get<double>(), f.spec.c_str(),
-               static_cast<long long>(r.stats.cycles),
-               stats["mean_accepted_tokens"].get<double>());
+               static_cast<long long>(r.stats.cycles), stats["mean_accepted_tokens"].get<double>());
   if (r.stats.draft_cycles > 0) {
     const double n = static_cast<double>(r.stats.draft_cycles);
     std::fprintf(stderr, "draft model: %.2f passes/cycle, %.2f ms/cycle, %.1f%% of decode time\n",
@@ -315,9 +320,7 @@ SessionOptions SessionFor(const GenerateFlags& f, const std::string& path, bool 
   so.table_cache = !f.no_table_cache;
   so.budget_auto = budget_auto;
   so.recalibrate = f.recalibrate;
-  so.on_note = [](const std::string& line) {
-    std::fprintf(stderr, "goose: %s\n", line.c_str());
-  };
+  so.on_note = [](const std::string& line) { std::fprintf(stderr, "goose: %s\n", line.c_str()); };
   return so;
 }
 
@@ -385,8 +388,7 @@ int RunGenerate(const GenerateFlags& f) {
   if (f.json) {
     auto j = ResultJson(f, session, prompt_tokens, r, std::move(stats));
     if (!j.ok()) return Fail(j.status().message());
-    std::printf("%s\n",
-                j->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    std::printf("%s\n", j->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     return 0;
   }
   const std::string tail = decoder.Flush();
@@ -425,8 +427,9 @@ Runner AddGenerateCommand(CLI::App& app) {
                  "sampling seed; fixed unless given, so a sampled run repeats exactly (--json "
                  "prints it)");
   app.add_option("--spec", f->spec,
-                 MethodNames() + ", optionally +paper +keep +cold +k5 ... (default goose; none "
-                 "= plain decoding)");
+                 MethodNames() +
+                     ", optionally +paper +keep +cold +k5 ... (default goose; none "
+                     "= plain decoding)");
   app.add_option("--prediction", f->prediction_file,
                  "a file (- = stdin) holding the text the output is expected to reproduce, e.g. "
                  "the file being edited: drafted from, never changes the output");
@@ -435,7 +438,8 @@ Runner AddGenerateCommand(CLI::App& app) {
   app.add_option("--budget", f->budget,
                  "tree nodes incl. the root, 1..128; auto (the default) = sized from the "
                  "measured cost of a pass on this machine and the measured acceptance; 0 = the "
-                 "method's own default (" + DefaultBudgets() + ")");
+                 "method's own default (" +
+                     DefaultBudgets() + ")");
   app.add_flag("--recalibrate", f->recalibrate, "--budget auto: re-measure the cached cost curve");
   app.add_option("--branch-k", f->branch_k, "children per node (--spec balanced only)")
       ->check(IntIn(1, 10));

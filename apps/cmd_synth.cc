@@ -37,8 +37,7 @@ int RunInflate(const Flags& f, const CLI::App& app) {
                p.shape.c_str(), dtype.c_str());
   const auto t0 = std::chrono::steady_clock::now();
   if (Status st = InflateModel(p, f.out); !st.ok()) return Fail(st.message());
-  const double s =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::fprintf(stderr, "goose: wrote %s in %.1f s\n", f.out.c_str(), s);
   return 0;
 }
@@ -82,8 +81,8 @@ Runner AddSynthCommand(CLI::App& app) {
   return [f, &app] {
     if (!f->inflate.empty()) return RunInflate(*f, app);
     if (!f->drop_layers.empty()) return Fail("--drop-layers applies to --inflate only");
-    if (f->like.empty() && (f->p.n_embd == 0 || f->p.n_layer == 0 || f->p.n_head == 0 ||
-                            f->p.n_ff == 0)) {
+    if (f->like.empty() &&
+        (f->p.n_embd == 0 || f->p.n_layer == 0 || f->p.n_head == 0 || f->p.n_ff == 0)) {
       return Fail("give a shape: --like NAME (" + PresetNames() +
                   "), or --hidden, --layers, --heads and --ffn");
     }
@@ -109,8 +108,7 @@ Runner AddSynthCommand(CLI::App& app) {
     const auto t0 = std::chrono::steady_clock::now();
     Status st = SynthesizeModel(p, f->out);
     if (!st.ok()) return Fail(st.message());
-    const double s =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::fprintf(stderr,
                  "goose: wrote %s (%s, %d layers, hidden %d) in %.1f s; its weights are random, "
                  "so it writes noise: it is for measuring speed (for a model that writes text "

@@ -57,8 +57,9 @@ int RunTokenize(const TokenizeFlags& f) {
     if (Status st = ParseIds(f.decode, tok.n_vocab(), &ids); !st.ok()) return Fail(st.message());
     const std::string text = tok.Decode(ids);
     if (f.json) {
-      std::printf("%s\n", nlohmann::json{{"text", text}}.dump(-1, ' ', false,
-                              nlohmann::json::error_handler_t::replace).c_str());
+      std::printf("%s\n", nlohmann::json{{"text", text}}
+                              .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+                              .c_str());
     } else {
       std::printf("%s\n", text.c_str());
     }
@@ -82,10 +83,10 @@ int RunTokenize(const TokenizeFlags& f) {
       for (int32_t id : ids) p.push_back(tok.TokenToPiece(id));
       j["pieces"] = std::move(p);
     }
-    std::printf("%s\n",
-                j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   } else if (f.pieces) {  // one "id 'piece'" per line, the piece escaped so every byte shows
-    for (int32_t id : ids) std::printf("%6d '%s'\n", id, EscapeForMessage(tok.TokenToPiece(id)).c_str());
+    for (int32_t id : ids)
+      std::printf("%6d '%s'\n", id, EscapeForMessage(tok.TokenToPiece(id)).c_str());
   } else {
     for (size_t i = 0; i < ids.size(); ++i) std::printf("%s%d", i ? " " : "", ids[i]);
     std::printf("\n");
@@ -101,7 +102,8 @@ Runner AddTokenizeCommand(CLI::App& app) {
   app.add_option("-p,--prompt", f->prompt, "text to tokenize");
   app.add_option("-f,--file", f->file, "tokenize this file's text (- = stdin)");
   app.add_option("--decode", f->decode, "token ids to turn back into text, e.g. 1,403,407");
-  app.add_flag("--pieces", f->pieces, "show each id's piece (one per line, or \"pieces\" in --json)");
+  app.add_flag("--pieces", f->pieces,
+               "show each id's piece (one per line, or \"pieces\" in --json)");
   app.add_flag("--no-bos", f->no_bos, "do not prepend BOS");
   app.add_flag("--json", f->json, "print {\"tokens\": [...]} (or {\"text\": ...} with --decode)");
   return [f] { return RunTokenize(*f); };

@@ -69,9 +69,8 @@ std::string UnknownOptionMessage(const CLI::App& cmd, int argc, char** argv) {
       const size_t d = prefix ? 1 : EditDistance(arg, n);
       if (d < best_d) best_d = d, best = n;
     }
-    return "unknown option " + arg +
-           (best.empty() ? "" : " (did you mean " + best + "?)") + "; goose " + cmd.get_name() +
-           " --help lists the options";
+    return "unknown option " + arg + (best.empty() ? "" : " (did you mean " + best + "?)") +
+           "; goose " + cmd.get_name() + " --help lists the options";
   }
   return "";
 }
@@ -104,7 +103,8 @@ int main(int argc, char** argv) {
       goose::cli::AddBenchVerifyCommand);
   add("demo", "plain vs speculative tokens/s on a realistic-cost model built from the tiny one",
       goose::cli::AddDemoCommand);
-  app.set_version_flag("--version", VersionLine(), "print the version, commit, build and CPU level");
+  app.set_version_flag("--version", VersionLine(),
+                       "print the version, commit, build and CPU level");
 
   if (argc < 2) {
     return goose::cli::Fail("no command given (" + names + "); goose --help lists them");

@@ -73,9 +73,9 @@ void CheckCompletion(std::string_view body, ApiKind kind) {
   }
   FUZZ_CHECK(!c.messages.empty(), "accepted chat without messages");
   for (const server::ChatMessage& m : c.messages) {
-    FUZZ_CHECK(m.role == "system" || m.role == "user" || m.role == "assistant" ||
-                   m.role == "developer",
-               "role '%s'", m.role.c_str());
+    FUZZ_CHECK(
+        m.role == "system" || m.role == "user" || m.role == "assistant" || m.role == "developer",
+        "role '%s'", m.role.c_str());
     FUZZ_CHECK(IsValidUtf8(m.content), "content is not valid UTF-8");
   }
   for (const char* name : {"chatml", "llama3", "llama2", "mistral", "gemma", "phi3"}) {

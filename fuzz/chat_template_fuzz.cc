@@ -59,8 +59,8 @@ std::string_view GenerationPrompt(ChatFamily f) {
 void CheckRender(const ChatTemplate& t, const std::vector<ChatMessage>& messages) {
   bool valid = !messages.empty();
   for (const ChatMessage& m : messages) {
-    valid &= m.role == "system" || m.role == "user" || m.role == "assistant" ||
-             m.role == "developer";
+    valid &=
+        m.role == "system" || m.role == "user" || m.role == "assistant" || m.role == "developer";
   }
   const auto out = server::RenderChat(t, messages);
   const char* name = server::ChatFamilyName(t.family);
@@ -92,7 +92,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<server::ChatMessage> messages;
   for (size_t at = first; at != std::string_view::npos;) {
     const size_t next = in.find('\x1e', at + 1);
-    const std::string_view m = in.substr(at + 1, next == std::string_view::npos ? next : next - at - 1);
+    const std::string_view m =
+        in.substr(at + 1, next == std::string_view::npos ? next : next - at - 1);
     const size_t sep = m.find('\x1f');
     if (sep == std::string_view::npos) {
       messages.push_back({"user", std::string(m)});

@@ -36,8 +36,8 @@ void Check(std::string_view text, const nlohmann::json& key) {
     return;
   }
   const std::vector<VerifyCostPoint>& c = curve->curve;
-  FUZZ_CHECK(curve->calibrations >= 0 && curve->calibrations <= kMaxCalibrations,
-             "calibrations %d", curve->calibrations);
+  FUZZ_CHECK(curve->calibrations >= 0 && curve->calibrations <= kMaxCalibrations, "calibrations %d",
+             curve->calibrations);
   FUZZ_CHECK(!c.empty() && c.front().nodes == 1, "curve does not start at 1 node");
   for (size_t i = 0; i < c.size(); ++i) {
     FUZZ_CHECK(c[i].nodes >= 1 && c[i].nodes <= SpecStats::kMaxTreeNodes, "nodes %d", c[i].nodes);
@@ -58,8 +58,8 @@ void Check(std::string_view text, const nlohmann::json& key) {
   chooser.SetCost(CorrectCostCurve(ToCostSamples(c), curve->observed));
   FUZZ_CHECK(chooser.max_budget() == max_budget, "corrected max budget %d", chooser.max_budget());
   for (int b = 1; b <= max_budget; ++b) {
-    FUZZ_CHECK(std::isfinite(chooser.cost()[b]) && chooser.cost()[b] > 0, "corrected c(%d) %g",
-               b, chooser.cost()[b]);
+    FUZZ_CHECK(std::isfinite(chooser.cost()[b]) && chooser.cost()[b] > 0, "corrected c(%d) %g", b,
+               chooser.cost()[b]);
   }
   SpecStats stats;
   BudgetHistory history;

@@ -17,14 +17,14 @@
 #include <string>
 #include <string_view>
 
-#define FUZZ_CHECK(cond, ...)                                                      \
-  do {                                                                             \
-    if (!(cond)) {                                                                 \
+#define FUZZ_CHECK(cond, ...)                                                            \
+  do {                                                                                   \
+    if (!(cond)) {                                                                       \
       std::fprintf(stderr, "%s:%d: FUZZ_CHECK failed: %s: ", __FILE__, __LINE__, #cond); \
-      std::fprintf(stderr, __VA_ARGS__);                                           \
-      std::fprintf(stderr, "\n");                                                  \
-      std::abort();                                                                \
-    }                                                                              \
+      std::fprintf(stderr, __VA_ARGS__);                                                 \
+      std::fprintf(stderr, "\n");                                                        \
+      std::abort();                                                                      \
+    }                                                                                    \
   } while (0)
 
 namespace goose::fuzz {
@@ -92,7 +92,10 @@ inline bool IsOneCleanLine(std::string_view s) {
       ++i;
       continue;
     }
-    size_t len = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+    size_t len = c >= 0xC2 && c <= 0xDF   ? 2
+                 : c >= 0xE0 && c <= 0xEF ? 3
+                 : c >= 0xF0 && c <= 0xF4 ? 4
+                                          : 0;
     if (len == 0 || i + len > s.size()) return false;
     const unsigned char c1 = static_cast<unsigned char>(s[i + 1]);
     if ((c == 0xE0 && c1 < 0xA0) || (c == 0xED && c1 > 0x9F) || (c == 0xF0 && c1 < 0x90) ||

@@ -37,13 +37,13 @@ void CheckError(const Status& st) {
 
 // Reads a value back the way loaders do; `sink` keeps the compiler from dropping the reads.
 void TouchValue(const GgufValue& v, uint64_t* sink) {
-  *sink += static_cast<uint64_t>(v.AsInt()) + static_cast<uint64_t>(v.AsDouble() != 0) +
-           v.str.size();
+  *sink +=
+      static_cast<uint64_t>(v.AsInt()) + static_cast<uint64_t>(v.AsDouble() != 0) + v.str.size();
   if (v.type != GgufType::kArray) return;
-  FUZZ_CHECK(v.size() == (v.elem_type == GgufType::kString  ? v.strings.size()
-                          : v.elem_type == GgufType::kArray ? v.arrays.size()
-                                                            : v.packed.size() /
-                                                                  GgufScalarBytes(v.elem_type)),
+  FUZZ_CHECK(v.size() == (v.elem_type == GgufType::kString ? v.strings.size()
+                          : v.elem_type == GgufType::kArray
+                              ? v.arrays.size()
+                              : v.packed.size() / GgufScalarBytes(v.elem_type)),
              "array size");
   if (v.elem_type == GgufType::kArray) {
     for (const GgufValue& e : v.arrays) TouchValue(e, sink);
@@ -88,8 +88,7 @@ void CheckFile(const GgufFile& g, const uint8_t* data, size_t size) {
 void CheckTokenizer(const Tokenizer& tok) {
   const int32_t n = tok.n_vocab();
   FUZZ_CHECK(n > 0, "empty vocabulary");
-  FUZZ_CHECK(tok.bos() >= -1 && tok.bos() < n && tok.eos() >= -1 && tok.eos() < n,
-             "special ids");
+  FUZZ_CHECK(tok.bos() >= -1 && tok.bos() < n && tok.eos() >= -1 && tok.eos() < n, "special ids");
   std::vector<std::string> texts = {"Hello world", " a  b\n\n\tc", "\xff\xfe\x00z", "",
                                     "\xe2\x96\x81\xc3\x84pfel \xf0\x9f\xa6\x99 123"};
   std::string first;  // the vocabulary's first tokens, concatenated

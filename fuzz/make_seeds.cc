@@ -135,7 +135,8 @@ void GgufSeeds(const fs::path& shared, const fs::path& out, const fs::path& tmp)
     p.vocab_from = cuts[m.vocab].string();
     const fs::path path = tmp / (std::string(m.name) + ".gguf");
     Must(SynthesizeModel(p, path.string()));
-    fs::copy_file(path, dir / (std::string("model-") + m.name), fs::copy_options::overwrite_existing);
+    fs::copy_file(path, dir / (std::string("model-") + m.name),
+                  fs::copy_options::overwrite_existing);
   }
 }
 
@@ -170,8 +171,8 @@ void TableSeeds(const fs::path& out, const fs::path& tmp) {
     bool bigram;
     uint64_t fingerprint;
   };
-  const Shape shapes[] = {{16, 4, 2, true, 0}, {8, 2, 0, false, 0x1234}, {32, 10, 6, true, 7},
-                          {5, 3, 1, true, 0}};
+  const Shape shapes[] = {
+      {16, 4, 2, true, 0}, {8, 2, 0, false, 0x1234}, {32, 10, 6, true, 7}, {5, 3, 1, true, 0}};
   int i = 0;
   for (const Shape& s : shapes) {
     TransitionTable t(s.n_vocab, s.k, s.log2_slots, s.bigram, s.fingerprint);

@@ -44,7 +44,7 @@ struct Vocab {
   std::string name;
   std::unique_ptr<GgufFile> gguf;
   std::unique_ptr<Tokenizer> tok;
-  bool space_prefix = true;                // SPM's dummy prefix (tokenizer.ggml.add_space_prefix)
+  bool space_prefix = true;               // SPM's dummy prefix (tokenizer.ggml.add_space_prefix)
   std::vector<std::string> user_defined;  // texts of USER_DEFINED tokens (type 4)
   // Bytes the vocabulary can spell alone: SPM a <0xXX> byte token, BPE the byte's GPT-2
   // alphabet symbol as a text token. Falcon's vocabulary lacks 16 control bytes, for one.
@@ -173,16 +173,16 @@ void CheckVocab(const Vocab& v, const std::string& text, bool utf8) {
   for (unsigned char c : text) {
     if (!v.byte_ok[c]) return;  // the vocabulary cannot spell this text
   }
-  const std::string want = tok.model() == "llama" ? (text.empty() ? "" : SpmExpected(v, text))
-                                                  : text;
-  FUZZ_CHECK(decoded == want, "%s: round trip\n  text    \"%s\"\n  decoded \"%s\"\n  want    \"%s\"",
-             v.name.c_str(), Printable(text).c_str(), Printable(decoded).c_str(),
-             Printable(want).c_str());
+  const std::string want =
+      tok.model() == "llama" ? (text.empty() ? "" : SpmExpected(v, text)) : text;
+  FUZZ_CHECK(decoded == want,
+             "%s: round trip\n  text    \"%s\"\n  decoded \"%s\"\n  want    \"%s\"", v.name.c_str(),
+             Printable(text).c_str(), Printable(decoded).c_str(), Printable(want).c_str());
 }
 
-const char* const kPreTokenizers[] = {"default",   "llama-bpe", "qwen2",        "gpt-2",
-                                      "starcoder", "falcon",    "deepseek-llm", "deepseek-coder",
-                                      "dbrx"};
+const char* const kPreTokenizers[] = {"default",      "llama-bpe",      "qwen2",
+                                      "gpt-2",        "starcoder",      "falcon",
+                                      "deepseek-llm", "deepseek-coder", "dbrx"};
 
 std::vector<std::pair<std::string, std::unique_ptr<PreTokenizer>>>& PreTokenizers() {
   static std::vector<std::pair<std::string, std::unique_ptr<PreTokenizer>>> v;

@@ -47,8 +47,7 @@ void CheckError(const Status& st, const MemFile& file) {
   FUZZ_CHECK(!st.ok(), "expected an error");
   FUZZ_CHECK(st.message().rfind(file.path() + ": ", 0) == 0, "error does not name the file: %s",
              st.message().c_str());
-  FUZZ_CHECK(IsOneCleanLine(st.message()), "error is not one clean line: %s",
-             st.message().c_str());
+  FUZZ_CHECK(IsOneCleanLine(st.message()), "error is not one clean line: %s", st.message().c_str());
 }
 
 // Everything a drafter reads from a loaded table.
@@ -62,8 +61,8 @@ void CheckRows(const TransitionTable& t) {
         FUZZ_CHECK(c[i].token >= 0 && c[i].token < n, "successor id %d", c[i].token);
         FUZZ_CHECK(std::isfinite(c[i].score) && c[i].score >= 0 && c[i].score <= 1,
                    "successor score %g of (%d, %d)", c[i].score, tok, prev);
-        FUZZ_CHECK(i == 0 || c[i - 1].score >= c[i].score, "successors of (%d, %d) not sorted",
-                   tok, prev);
+        FUZZ_CHECK(i == 0 || c[i - 1].score >= c[i].score, "successors of (%d, %d) not sorted", tok,
+                   prev);
       }
     }
   }

@@ -13,8 +13,8 @@ namespace goose {
 
 inline std::string ProcessTempPath(const std::string& name) {
   struct Dir {
-    std::filesystem::path path = std::filesystem::temp_directory_path() /
-                                 ("goose_test_" + std::to_string(::getpid()));
+    std::filesystem::path path =
+        std::filesystem::temp_directory_path() / ("goose_test_" + std::to_string(::getpid()));
     Dir() { std::filesystem::create_directories(path); }
     ~Dir() {
       std::error_code ignored;

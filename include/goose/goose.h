@@ -82,10 +82,10 @@ typedef enum goose_source {
 /* What speculation did: verified cycles (one tree per forward pass after the prefill) and,
  * per goose_source, nodes drafted, reached (their parent was accepted) and accepted. */
 typedef struct goose_spec_stats {
-  int64_t cycles;           /* verified trees */
-  int64_t committed;        /* tokens they committed: accepted nodes + bonus tokens */
-  int64_t bonus;            /* bonus tokens (the target's own token after the accepted path) */
-  int64_t tree_nodes;       /* nodes scored, over all cycles (root included) */
+  int64_t cycles;     /* verified trees */
+  int64_t committed;  /* tokens they committed: accepted nodes + bonus tokens */
+  int64_t bonus;      /* bonus tokens (the target's own token after the accepted path) */
+  int64_t tree_nodes; /* nodes scored, over all cycles (root included) */
   int64_t drafted[GOOSE_SOURCE_COUNT];
   int64_t reached[GOOSE_SOURCE_COUNT];
   int64_t accepted[GOOSE_SOURCE_COUNT];
@@ -123,8 +123,8 @@ GOOSE_API goose_status goose_model_free(goose_model* model);
 
 typedef struct goose_model_info {
   int32_t n_vocab;
-  int32_t n_ctx_train;  /* the context the model was trained for */
-  int32_t n_ctx;        /* the largest context a session may have */
+  int32_t n_ctx_train; /* the context the model was trained for */
+  int32_t n_ctx;       /* the largest context a session may have */
   int32_t n_layer;
   int32_t n_embd;
   int32_t bos;          /* -1 if none */
@@ -138,8 +138,7 @@ GOOSE_API goose_status goose_model_info_get(const goose_model* model, goose_mode
 
 /* *is_eog = 1 if generation stops after `token` (EOS, EOT, ...), else 0. Errors: a token
  * outside [0, n_vocab). Thread-safe. */
-GOOSE_API goose_status goose_token_is_eog(const goose_model* model, int32_t token,
-                                          int32_t* is_eog);
+GOOSE_API goose_status goose_token_is_eog(const goose_model* model, int32_t token, int32_t* is_eog);
 
 /* Tokenizes text[0, text_len) (any bytes; no special-token parsing), with BOS first if add_bos
  * and the model uses one. Writes at most `capacity` ids to tokens (which may be NULL when
@@ -186,16 +185,16 @@ typedef struct goose_sampling {
 } goose_sampling;
 
 typedef struct goose_generate_params {
-  int32_t max_tokens;    /* tokens to generate (default 128) */
+  int32_t max_tokens; /* tokens to generate (default 128) */
   goose_sampling sampling;
-  const char* method;    /* "none" (default, NULL too), "goose", "goose+paper", "pld", "tr",
-                            "balanced", "sequoia", ... as goose generate --spec */
-  int32_t budget;        /* tree nodes incl. the root, 1..128; 0 (default): the method's own;
-                            -1: auto (needs a model loaded with budget_auto) */
-  int32_t ignore_eos;    /* 1: go on past end-of-generation tokens */
+  const char* method;         /* "none" (default, NULL too), "goose", "goose+paper", "pld", "tr",
+                                 "balanced", "sequoia", ... as goose generate --spec */
+  int32_t budget;             /* tree nodes incl. the root, 1..128; 0 (default): the method's own;
+                                 -1: auto (needs a model loaded with budget_auto) */
+  int32_t ignore_eos;         /* 1: go on past end-of-generation tokens */
   const int32_t* stop_tokens; /* also stop after these ids; may be NULL when n_stop_tokens is 0 */
   int32_t n_stop_tokens;
-  int32_t prefill_chunk; /* prompt tokens per prefill pass (default 256; 0: one pass) */
+  int32_t prefill_chunk;     /* prompt tokens per prefill pass (default 256; 0: one pass) */
   const int32_t* prediction; /* the output the caller expects (OpenAI's Predicted Outputs), as
                                 token ids without BOS, at most n_ctx; tuned goose, pld and graft
                                 draft from it too. The output never depends on it. NULL: none */
@@ -214,12 +213,12 @@ typedef int32_t (*goose_token_callback)(void* user_data, const int32_t* tokens, 
 typedef struct goose_generate_stats {
   int64_t prompt_tokens;
   int64_t generated_tokens;
-  int64_t forward_passes;       /* after the prefill */
-  double mean_accepted_tokens;  /* generated_tokens / forward_passes: goose generate's MAT */
+  int64_t forward_passes;      /* after the prefill */
+  double mean_accepted_tokens; /* generated_tokens / forward_passes: goose generate's MAT */
   double prompt_seconds;
   double generation_seconds;
-  int32_t hit_context_limit;    /* 1: stopped because the context was full */
-  int32_t cancelled;            /* 1: stopped by the callback or goose_session_cancel */
+  int32_t hit_context_limit; /* 1: stopped because the context was full */
+  int32_t cancelled;         /* 1: stopped by the callback or goose_session_cancel */
   goose_spec_stats spec;
 } goose_generate_stats;
 
@@ -231,8 +230,7 @@ typedef struct goose_generate_stats {
  * method or modifier, a budget out of range, sampling values out of range. One thread at a
  * time per session. */
 GOOSE_API goose_status goose_session_generate(goose_session* session, const int32_t* prompt,
-                                              int32_t n_prompt,
-                                              const goose_generate_params* params,
+                                              int32_t n_prompt, const goose_generate_params* params,
                                               goose_token_callback callback, void* user_data,
                                               goose_generate_stats* stats);
 
@@ -340,10 +338,10 @@ GOOSE_API goose_status goose_drafter_free(goose_drafter* drafter);
 
 typedef struct goose_drafter_info {
   int32_t n_vocab;
-  int32_t top_k;         /* candidates per row the drafter keeps: report at least this many
-                            (0: the method learns nothing from rows, e.g. pld) */
+  int32_t top_k; /* candidates per row the drafter keeps: report at least this many
+                    (0: the method learns nothing from rows, e.g. pld) */
   int32_t open_requests;
-  char method[64];       /* the variant, canonical ("goose+keep", "pld", ...) */
+  char method[64]; /* the variant, canonical ("goose+keep", "pld", ...) */
 } goose_drafter_info;
 
 /* Thread-safe. */
@@ -366,14 +364,14 @@ GOOSE_API goose_status goose_drafter_end(goose_drafter_request* request);
  * prompt, ids outside [-1, n_vocab), a token twice in a row, k out of [1, 1024]. */
 GOOSE_API goose_status goose_drafter_observe_prompt(goose_drafter_request* request,
                                                     int32_t first_row, int32_t n_rows,
-                                                    const int32_t* top_ids,
-                                                    const float* top_logits, int32_t k);
+                                                    const int32_t* top_ids, const float* top_logits,
+                                                    int32_t k);
 
 /* The request's predicted output (OpenAI's Predicted Outputs: text the generation is expected
  * to reproduce), as token ids without BOS: tuned goose and pld draft from it while the output
  * follows it. Once, before the first commit. Errors: ids outside the vocabulary, n < 1. */
 GOOSE_API goose_status goose_drafter_set_prediction(goose_drafter_request* request,
-                                                   const int32_t* tokens, int32_t n_tokens);
+                                                    const int32_t* tokens, int32_t n_tokens);
 
 /* A proposed tree: node 0 is the root (the last committed token, which the host has not yet
  * scored), nodes in parents-first order, siblings' tokens distinct. */
@@ -406,9 +404,8 @@ GOOSE_API goose_status goose_drafter_observe(goose_drafter_request* request, int
  * stopped on a stop token inside the path, and the request is over). Without one (the first
  * token after the prompt, or a token the host decoded without a goose tree): n_accepted 0 and
  * the token as `bonus`. The tree's statistics count per source. */
-GOOSE_API goose_status goose_drafter_commit(goose_drafter_request* request,
-                                            const int32_t* accepted, int32_t n_accepted,
-                                            int32_t bonus);
+GOOSE_API goose_status goose_drafter_commit(goose_drafter_request* request, const int32_t* accepted,
+                                            int32_t n_accepted, int32_t bonus);
 
 /* The statistics of the trees the request committed. */
 GOOSE_API goose_status goose_drafter_request_stats(const goose_drafter_request* request,
@@ -435,7 +432,7 @@ GOOSE_API goose_status goose_drafter_load(goose_drafter* drafter, const char* di
 GOOSE_API goose_status goose_tree_ancestor_mask(const int32_t* parents, int32_t n, uint8_t* mask);
 
 #ifdef __cplusplus
-}  /* extern "C" */
+} /* extern "C" */
 #endif
 
-#endif  /* GOOSE_GOOSE_H_ */
+#endif /* GOOSE_GOOSE_H_ */

@@ -150,8 +150,9 @@ std::string DraftMarkdown(const json& r) {
           Fmt("%.2f", d["pruned_slots_per_cycle"].get<double>()) + " | " + SlotsBySource(*row) +
           " |\n";
   }
-  md += "\nPer cycle (cycles the draft model drafted); slots are verify-tree nodes besides the "
-        "root; acceptance = accepted / reached per source.\n";
+  md +=
+      "\nPer cycle (cycles the draft model drafted); slots are verify-tree nodes besides the "
+      "root; acceptance = accepted / reached per source.\n";
   return md;
 }
 
@@ -247,9 +248,10 @@ std::string ResultsMarkdown(const json& r) {
                : Fmt("%.2fx", row["projected_speedup"].get<double>())) +
           " |\n";
   }
-  md += "\n\\* *Projection, not a measurement*: (MAT / mean c(n)/c(1)) / MAT(none), with c the "
-        "verify-cost curve of the cost model (`--cost-model`) and n the node count of every tree "
-        "pass actually scored.\n";
+  md +=
+      "\n\\* *Projection, not a measurement*: (MAT / mean c(n)/c(1)) / MAT(none), with c the "
+      "verify-cost curve of the cost model (`--cost-model`) and n the node count of every tree "
+      "pass actually scored.\n";
   md += "\n## Mean accepted tokens per target pass (MAT)\n\n| config |";
   for (const auto& s : sets) md += " " + s + " |";
   md += " all |\n|---|";
@@ -441,8 +443,10 @@ Status WritePlots(const json& r, const std::string& dir, std::vector<std::string
   fs::create_directories(src, ec);
   if (ec) return Status::Error("cannot create '" + src.string() + "': " + ec.message());
 
-  std::string script = "set terminal " + term + "\nset datafile missing 'NaN'\nset key outside\n"
-                       "set grid ytics\n" + LineTypes();
+  std::string script = "set terminal " + term +
+                       "\nset datafile missing 'NaN'\nset key outside\n"
+                       "set grid ytics\n" +
+                       LineTypes();
   // 1. Speedup (tokens/s, projected speedup) vs budget: a line per variant over its fixed
   //    budgets, a marker for each auto budget and budget-less method at its mean tree size,
   //    plain decoding as a dashed reference. x is log2: budgets double.
@@ -462,13 +466,18 @@ Status WritePlots(const json& r, const std::string& dir, std::vector<std::string
       }
       f << "\n\n";
     }
-    script += "set output " + GpString((fs::path(dir) / png).string()) + "\n"
-              "set title " + GpString(title) + "\n"
+    script += "set output " + GpString((fs::path(dir) / png).string()) +
+              "\n"
+              "set title " +
+              GpString(title) +
+              "\n"
               "set xlabel 'tree size in nodes incl. root (fixed budgets: the budget; auto and "
-              "budget-less methods: their mean tree)'\nset ylabel " + GpString(ylabel) + "\n"
-              "set logscale x 2\nset xrange [" + Fmt("%.3f", lo / 1.25) + ":" +
-              Fmt("%.3f", hi * 1.25) + "]\nset yrange [0:" + Fmt("%.6g", top > 0 ? top * 1.1 : 1) +
-              "]\n";
+              "budget-less methods: their mean tree)'\nset ylabel " +
+              GpString(ylabel) +
+              "\n"
+              "set logscale x 2\nset xrange [" +
+              Fmt("%.3f", lo / 1.25) + ":" + Fmt("%.3f", hi * 1.25) +
+              "]\nset yrange [0:" + Fmt("%.6g", top > 0 ? top * 1.1 : 1) + "]\n";
     std::string plot;
     for (size_t i = 0; i < series.size(); ++i) {
       const Series& s = series[i];
@@ -491,8 +500,8 @@ Status WritePlots(const json& r, const std::string& dir, std::vector<std::string
                  "Measured tokens/s vs tree size (decode phase, all data sets)", "tokens/s");
 
   // 1b. With a cost model: the projected speedup (clearly labelled as such).
-  const bool projected = r.at("summary").size() > 0 &&
-                         r.at("summary")[0]["projected_speedup"].is_number();
+  const bool projected =
+      r.at("summary").size() > 0 && r.at("summary")[0]["projected_speedup"].is_number();
   if (projected) {
     plot_vs_budget("projected_speedup", "projected.dat", "projected_speedup_vs_budget.png",
                    "PROJECTED speedup on the cost model (MAT / mean c(n)/c(1)), not measured",
@@ -515,13 +524,14 @@ Status WritePlots(const json& r, const std::string& dir, std::vector<std::string
       f << "\n";
     }
   }
-  script += "set output " + GpString((fs::path(dir) / "mat_by_dataset.png").string()) + "\n"
+  script += "set output " + GpString((fs::path(dir) / "mat_by_dataset.png").string()) +
+            "\n"
             "set title 'Mean accepted tokens per pass by data set (each variant at its best "
             "budget by MAT)'\nset xlabel ''\nset ylabel 'MAT'\nset style data histograms\n"
             "set style histogram clustered gap 1\nset style fill solid 0.8 border -1\n"
             "set xtics rotate by -30\nset yrange [0:*]\n"
-            "plot for [i=2:" + std::to_string(best.size() + 1) + "] " +
-            GpString((src / "mat.dat").string()) +
+            "plot for [i=2:" +
+            std::to_string(best.size() + 1) + "] " + GpString((src / "mat.dat").string()) +
             " using i:xtic(1) lt i-1 dt 1 title columnheader(i)\n"
             "unset style data\nset xtics norotate\nset style data linespoints\n"
             "set autoscale y\n";
@@ -541,15 +551,21 @@ Status WritePlots(const json& r, const std::string& dir, std::vector<std::string
       if (by_depth.contains(source)) draft_sources.Add(c + " " + source, by_depth[source]);
     }
   }
-  auto plot_depth = [&](const DepthCurves& curves, const std::string& file,
-                        const std::string& png, const std::string& title) {
+  auto plot_depth = [&](const DepthCurves& curves, const std::string& file, const std::string& png,
+                        const std::string& title) {
     const int max_depth = curves.Write(src / file);
-    script += "set output " + GpString((fs::path(dir) / png).string()) + "\n"
-              "set title " + GpString(title) + "\n"
+    script += "set output " + GpString((fs::path(dir) / png).string()) +
+              "\n"
+              "set title " +
+              GpString(title) +
+              "\n"
               "set xlabel 'depth'\nset ylabel 'accepted / reached'\nset yrange [0:1]\n"
-              "set xrange [0.5:" + std::to_string(max_depth) + ".5]\nset xtics 1\n"
-              "plot for [i=2:" + std::to_string(std::max<size_t>(curves.names.size(), 1) + 1) +
-              "] " + GpString((src / file).string()) +
+              "set xrange [0.5:" +
+              std::to_string(max_depth) +
+              ".5]\nset xtics 1\n"
+              "plot for [i=2:" +
+              std::to_string(std::max<size_t>(curves.names.size(), 1) + 1) + "] " +
+              GpString((src / file).string()) +
               " using 1:i with linespoints title columnheader(i)\n";
   };
   plot_depth(all_sources, "depth.dat", "acceptance_by_depth.png",
@@ -567,10 +583,12 @@ Status WritePlots(const json& r, const std::string& dir, std::vector<std::string
     if (!f) return Status::Error("cannot write '" + (src / "plots.gp").string() + "'");
   }
   int rc = 0;
-  const std::string out = RunCapture("gnuplot " + Quote((src / "plots.gp").string()) + " 2>&1", &rc);
-  if (rc != 0) return Status::Error("gnuplot failed on " + (src / "plots.gp").string() + ": " + out);
+  const std::string out =
+      RunCapture("gnuplot " + Quote((src / "plots.gp").string()) + " 2>&1", &rc);
+  if (rc != 0)
+    return Status::Error("gnuplot failed on " + (src / "plots.gp").string() + ": " + out);
   std::vector<std::string> pngs = {"speedup_vs_budget.png", "tokens_per_second_vs_budget.png",
-                                    "mat_by_dataset.png", "acceptance_by_depth.png"};
+                                   "mat_by_dataset.png", "acceptance_by_depth.png"};
   if (projected) pngs.push_back("projected_speedup_vs_budget.png");
   if (draft_plot) pngs.push_back("draft_acceptance_by_source.png");
   for (const std::string& name : pngs) {

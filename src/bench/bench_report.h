@@ -18,8 +18,9 @@
 //   draft_acceptance_by_source.png (their draft / graft_context / graft_table acceptance by
 //   depth, same choice of budget); depth axes end at the deepest depth reached >= 5 times.
 //   Line types read on white and in grey (no light yellow; each has its own dashes and points).
-//   gnuplot is run through popen with the pngcairo terminal (png if cairo is missing). An error when gnuplot is absent or fails (callers warn and go on);
-//   the gnuplot scripts and data files stay in dir/plots_src for inspection.
+//   gnuplot is run through popen with the pngcairo terminal (png if cairo is missing). An error
+//   when gnuplot is absent or fails (callers warn and go on); the gnuplot scripts and data files
+//   stay in dir/plots_src for inspection.
 #pragma once
 
 #include <string>

@@ -8,8 +8,8 @@
 #include <memory>
 #include <set>
 
-#include "budget/cost_cache.h"
 #include "budget/budget_chooser.h"
+#include "budget/cost_cache.h"
 #include "engine/report.h"
 
 namespace goose {
@@ -19,8 +19,7 @@ namespace {
 using nlohmann::json;
 
 double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 struct Cell {
@@ -28,7 +27,7 @@ struct Cell {
   int64_t generated = 0, decode_tokens = 0;  // decode_tokens = generated - 1 per prompt
   double decode_seconds = 0;
   SpecStats stats;
-  std::vector<int64_t> chosen;  // auto: budgets used (index = budget)
+  std::vector<int64_t> chosen;     // auto: budgets used (index = budget)
   std::vector<double> prompt_tps;  // tokens/s of each prompt, in run order
 
   void Merge(const Cell& o) {
@@ -85,9 +84,8 @@ json CurveJson(const std::vector<VerifyCostPoint>& curve) {
     if (p.nodes == 1) c1 = p.seconds;
   }
   for (const auto& p : curve) {
-    arr.push_back({{"nodes", p.nodes},
-                   {"seconds", p.seconds},
-                   {"relative", c1 > 0 ? p.seconds / c1 : 0.0}});
+    arr.push_back(
+        {{"nodes", p.nodes}, {"seconds", p.seconds}, {"relative", c1 > 0 ? p.seconds / c1 : 0.0}});
   }
   return arr;
 }
@@ -199,9 +197,9 @@ namespace {
 
 // The sets' prompts tokenized once, over-long ones cut to their head.
 struct Prompts {
-  std::vector<std::vector<std::vector<int32_t>>> ids;  // [set][prompt]
+  std::vector<std::vector<std::vector<int32_t>>> ids;          // [set][prompt]
   std::vector<std::vector<std::vector<int32_t>>> predictions;  // [set][prompt], no BOS
-  std::vector<int> truncated;                           // [set]
+  std::vector<int> truncated;                                  // [set]
   int longest = 1;
   int64_t total = 0;
 };
@@ -333,8 +331,8 @@ StatusOr<json> RunBench(Session& session, const std::vector<DataSet>& sets,
     return Status::Error("the first benchmark config must be the 'none' baseline");
   }
   if (opt.max_tokens < 1) return Status::Error("--max-tokens must be at least 1");
-  const int model_ctx = std::min(model.config().n_ctx_train > 0 ? model.config().n_ctx_train
-                                                                : 4096, 4096);
+  const int model_ctx =
+      std::min(model.config().n_ctx_train > 0 ? model.config().n_ctx_train : 4096, 4096);
   const int max_prompt = model_ctx - opt.max_tokens - 1;
   if (max_prompt < 1) {
     return Status::Error(StrFormat("--max-tokens %d does not fit the model's context of %d",
@@ -354,8 +352,8 @@ StatusOr<json> RunBench(Session& session, const std::vector<DataSet>& sets,
   const std::vector<double> model_cost = ExpandCostCurve(ToCostSamples(model_curve));
   const std::vector<double> proj_cost = ExpandCostCurve(ToCostSamples(cost_model_curve));
   const int n_cfg = static_cast<int>(configs.size());
-  GOOSE_ASSIGN_OR_RETURN(ConfigEngines run, MakeEngines(session, configs, opt, n_ctx, model_curve,
-                                                        cost_model_curve));
+  GOOSE_ASSIGN_OR_RETURN(ConfigEngines run,
+                         MakeEngines(session, configs, opt, n_ctx, model_curve, cost_model_curve));
   const char* inject_env = std::getenv("GOOSE_BENCH_INJECT_MISMATCH");
   const std::string inject = inject_env ? inject_env : "";
   std::vector<std::vector<Cell>> cells(sets.size(), std::vector<Cell>(n_cfg));
@@ -405,9 +403,9 @@ StatusOr<json> RunBench(Session& session, const std::vector<DataSet>& sets,
                      {"mismatching_generations", mismatches.size()},
                      {"checked_generations", prompts.total * (n_cfg - 1)},
                      {"mismatches", mismatches}};
-  out["verify_cost"] = {{"model_under_test", CurveJson(model_curve)},
-                        {"cost_model", cost_model_curve.empty() ? json(nullptr)
-                                                                : CurveJson(cost_model_curve)}};
+  out["verify_cost"] = {
+      {"model_under_test", CurveJson(model_curve)},
+      {"cost_model", cost_model_curve.empty() ? json(nullptr) : CurveJson(cost_model_curve)}};
   out["n_ctx"] = n_ctx;
   return out;
 }

@@ -84,7 +84,7 @@ using ResultHook = std::function<void(int config, const BenchPrompt&, std::vecto
 // One engine per config from `session` (its model, pool and draft model, which every config's
 // engine drafts with; a config that needs one without it is an error), each learning on its own.
 StatusOr<nlohmann::json> RunBench(Session& session, const std::vector<DataSet>& sets,
-                                  const std::vector<BenchConfig>& configs,
-                                  const BenchOptions& opt, const ResultHook& hook = {});
+                                  const std::vector<BenchConfig>& configs, const BenchOptions& opt,
+                                  const ResultHook& hook = {});
 
 }  // namespace goose

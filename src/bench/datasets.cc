@@ -33,8 +33,8 @@ const SetInfo kSets[] = {
     {"tinystories", "tinystories/validation.jsonl", "text", nullptr, false},
 };
 
-const std::set<std::string> kMultiTurn = {"writing", "roleplay", "reasoning", "math",
-                                          "coding",  "extraction", "stem", "humanities"};
+const std::set<std::string> kMultiTurn = {"writing", "roleplay",   "reasoning", "math",
+                                          "coding",  "extraction", "stem",      "humanities"};
 
 // A .jsonl file of one's own: {"prompt": ..., "prediction": ...} per line.
 const SetInfo kFileSet = {"", "", "prompt", nullptr, false};
@@ -94,8 +94,7 @@ StatusOr<std::string> PromptField(const json& rec, const SetInfo& set, const std
   return it->get<std::string>();
 }
 
-StatusOr<std::string> CategoryField(const json& rec, const SetInfo& set,
-                                    const std::string& where) {
+StatusOr<std::string> CategoryField(const json& rec, const SetInfo& set, const std::string& where) {
   if (!set.category) return std::string();
   auto it = rec.find(set.category);
   if (it == rec.end() || !it->is_string()) {

@@ -39,10 +39,10 @@ struct DataSpec {
 };
 
 struct BenchPrompt {
-  std::string id;                // e.g. "gsm8k:3" (the 0-based record index in the file)
-  std::string text;              // empty when the prompt comes as ids
-  std::vector<int32_t> tokens;   // set for tinystories (BOS + story prefix)
-  std::string prediction;        // the expected answer (a .jsonl file's "prediction"), or empty
+  std::string id;               // e.g. "gsm8k:3" (the 0-based record index in the file)
+  std::string text;             // empty when the prompt comes as ids
+  std::vector<int32_t> tokens;  // set for tinystories (BOS + story prefix)
+  std::string prediction;       // the expected answer (a .jsonl file's "prediction"), or empty
 };
 
 // What the benchmark reports as one data set: a label plus its prompts.

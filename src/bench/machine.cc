@@ -16,8 +16,7 @@ namespace goose {
 namespace {
 
 double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 }  // namespace
@@ -57,8 +56,8 @@ double MeasureReadBandwidth(ThreadPool* pool, size_t bytes) {
 double PassFlops(const LlamaConfig& c, int nodes, int prefix) {
   const double q_dim = static_cast<double>(c.n_head) * c.head_dim;
   const double kv_dim = static_cast<double>(c.n_head_kv) * c.head_dim;
-  const double per_layer = c.n_embd * (q_dim + 2 * kv_dim) + q_dim * c.n_embd +
-                           3.0 * c.n_embd * c.n_ff;
+  const double per_layer =
+      c.n_embd * (q_dim + 2 * kv_dim) + q_dim * c.n_embd + 3.0 * c.n_embd * c.n_ff;
   const double weights = per_layer * c.n_layer + static_cast<double>(c.n_vocab) * c.n_embd;
   const double attention = 4.0 * c.n_layer * q_dim * (prefix + 1);  // QK and AV
   return nodes * (2.0 * weights + attention);

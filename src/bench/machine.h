@@ -27,9 +27,9 @@ double PassFlops(const LlamaConfig& c, int nodes, int prefix);
 struct CpuPeak {
   int cores = 1;
   double ghz = 0;
-  const char* path = "";           // widest kernel path, e.g. "avx512-vnni"
-  double f32_flop_per_cycle = 0;   // per core
-  double int8_op_per_cycle = 0;    // per core
+  const char* path = "";          // widest kernel path, e.g. "avx512-vnni"
+  double f32_flop_per_cycle = 0;  // per core
+  double int8_op_per_cycle = 0;   // per core
   double f32_gflops() const { return cores * ghz * f32_flop_per_cycle; }
   double int8_gops() const { return cores * ghz * int8_op_per_cycle; }
 };

@@ -159,9 +159,9 @@ StatusOr<json> RunServeBench(Session& session, const std::vector<std::vector<int
       rows.push_back(std::move(row));
     }
   }
-  return json{{"results", rows},
-              {"equality", {{"mismatching_requests", mismatches.size()},
-                            {"mismatches", mismatches}}}};
+  return json{
+      {"results", rows},
+      {"equality", {{"mismatching_requests", mismatches.size()}, {"mismatches", mismatches}}}};
 }
 
 std::string ServeBenchMarkdown(const json& r) {
@@ -209,7 +209,8 @@ Status WriteServePlot(const json& r, const std::string& dir, std::vector<std::st
   std::string quoted = "'";  // a gnuplot string: a quote is written twice
   for (char c : png) quoted += c == '\'' ? std::string("''") : std::string(1, c);
   const std::string script =
-      "set output " + quoted + "'\nset title 'goose bench-serve: tokens/s vs concurrent clients'\n"
+      "set output " + quoted +
+      "'\nset title 'goose bench-serve: tokens/s vs concurrent clients'\n"
       "set xlabel 'clients'\nset ylabel 'tokens/s'\nset logscale x 2\nset key top left\n"
       "set grid ytics\nplot DATA index 0 using 1:2 with linespoints lt 1 title 'aggregate, plain', "
       "DATA index 1 using 1:2 with linespoints lt 2 title 'aggregate, speculative', "

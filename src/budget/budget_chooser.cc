@@ -261,11 +261,10 @@ std::vector<double> BudgetChooser::Rates(const SpecStats& stats, const BudgetHis
   // The drafted part of E scaled to what the observed cycles committed (see the contract).
   std::vector<double> e = expected_;
   const double cycles = static_cast<double>(history.calibration_cycles);
-  if (history.calibration_cycles >= kMinMeasuredCycles &&
-      history.calibration_predicted > cycles) {
-    const double f = std::clamp((history.calibration_committed - cycles) /
-                                    (history.calibration_predicted - cycles),
-                                0.0, 2.0);
+  if (history.calibration_cycles >= kMinMeasuredCycles && history.calibration_predicted > cycles) {
+    const double f = std::clamp(
+        (history.calibration_committed - cycles) / (history.calibration_predicted - cycles), 0.0,
+        2.0);
     for (size_t b = 1; b < e.size(); ++b) e[b] = 1 + f * (e[b] - 1);
   }
   std::vector<std::vector<int64_t>> sizes(cost_.size());

@@ -95,10 +95,10 @@ constexpr int64_t kMinMeasuredCycles = 32;
 AcceptanceModel EstimateAcceptance(const SpecStats& s, int64_t min_reached = 16);
 
 struct BudgetChooserOptions {
-  double probe_cost = 1.25;   // exploration budget: largest B with c(B) <= probe_cost * c(1)
-  int probe_every = 16;       // calls at budget 1 before the first exploration cycle
+  double probe_cost = 1.25;  // exploration budget: largest B with c(B) <= probe_cost * c(1)
+  int probe_every = 16;      // calls at budget 1 before the first exploration cycle
   int max_probe_every = 1024;
-  int explore_every = 8;      // one cycle in this many tries an unmeasured neighbour of the best
+  int explore_every = 8;  // one cycle in this many tries an unmeasured neighbour of the best
 };
 
 class BudgetChooser {
@@ -146,8 +146,8 @@ class BudgetChooser {
   int64_t interval_ = 0;  // current probe interval at budget 1
   int64_t calls_ = 0;
   std::vector<int64_t> chosen_;
-  std::vector<double> expected_;  // the model's E at the last estimate (empty: none yet)
-  int best_ = 1;                  // the best budget at the last estimate
+  std::vector<double> expected_;    // the model's E at the last estimate (empty: none yet)
+  int best_ = 1;                    // the best budget at the last estimate
   int cost_depth_ = kUnknownDepth;  // the depth the curve is for
   int64_t estimated_drafted_ = -1, estimated_recorded_ = -1;  // what that estimate saw
 };

@@ -105,8 +105,7 @@ void BudgetPolicy::Record(SequenceBudget& seq, const CyclePlan& plan, const Cycl
   if (r.auto_budget && !r.own_sizes) {
     seq.chooser->Observe(plan.budget, outcome.tree_nodes, outcome.committed, history);
   }
-  if (r.auto_budget && learn_costs_ &&
-      observed_.cycles() >= seq.cost_cycles + kCostUpdateEvery &&
+  if (r.auto_budget && learn_costs_ && observed_.cycles() >= seq.cost_cycles + kCostUpdateEvery &&
       SecondsSince(seq.cost_time) >= kCostUpdateSeconds) {
     seq.chooser->SetCost(AtDepth(CostCurve(), seq.depth), seq.depth);
     seq.cost_cycles = observed_.cycles();

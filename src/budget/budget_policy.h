@@ -30,8 +30,8 @@
 #include <vector>
 
 #include "budget/budget_chooser.h"
-#include "budget/cycle_rate.h"
 #include "budget/budget_history.h"
+#include "budget/cycle_rate.h"
 #include "budget/idle_drafter.h"
 #include "budget/observed_costs.h"
 #include "budget/verify_cost.h"
@@ -52,7 +52,7 @@ struct CyclePlan {
   bool draft = true;  // ... and proposes the tree; false: the cycle is a plain step
   int budget = 1;     // node budget incl. the root
   const std::vector<CostSample>* cost = nullptr;  // own-sized trees: the sizes and their costs
-  bool exploring = false;  // `cost` is an exploration curve
+  bool exploring = false;                         // `cost` is an exploration curve
   // With `cost` on a curve that is not this machine's (no LearnPassCosts): the request's tokens
   // per second in the curve's time (CycleInput::rate); 0 otherwise or before its first cycle.
   double rate = 0;

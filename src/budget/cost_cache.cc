@@ -10,8 +10,8 @@
 #include <sstream>
 
 #include "ops/cpu_features.h"
-#include "util/files.h"
 #include "util/escape.h"
+#include "util/files.h"
 
 namespace goose {
 
@@ -85,12 +85,8 @@ std::string CachePathFor(const std::string& model_id, int threads, KvType kv) {
 }
 
 nlohmann::json CacheKeyFor(const std::string& model_id, int threads, KvType kv) {
-  return nlohmann::json{{"model", model_id},
-                        {"threads", threads},
-                        {"kv", KvTypeName(kv)},
-                        {"cpu", CpuModelName()},
-                        {"isa", IsaLevel()},
-                        {"build", BuildId()}};
+  return nlohmann::json{{"model", model_id},     {"threads", threads}, {"kv", KvTypeName(kv)},
+                        {"cpu", CpuModelName()}, {"isa", IsaLevel()},  {"build", BuildId()}};
 }
 
 }  // namespace
@@ -153,9 +149,8 @@ nlohmann::json CacheJson(const nlohmann::json& key, int threads, uint64_t model_
   j["curve"] = SamplesJson(ToCostSamples(curve));
   if (!observed.empty()) j["observed"] = SamplesJson(observed);
   if (depth.known()) {
-    j["depth"] = {{"depth", depth.depth},
-                  {"per_key", depth.per_key},
-                  {"per_row_key", depth.per_row_key}};
+    j["depth"] = {
+        {"depth", depth.depth}, {"per_key", depth.per_key}, {"per_row_key", depth.per_row_key}};
   }
   return j;
 }
@@ -177,7 +172,8 @@ StatusOr<DepthCost> MeasureDepthCost(const Model& model, ThreadPool* pool,
   VerifyCostOptions deep = opt;
   deep.prefix = opt.deep_prefix;
   deep.nodes = {1, kDepthProbeNodes};
-  GOOSE_ASSIGN_OR_RETURN(const std::vector<VerifyCostPoint> d, MeasureVerifyCost(model, pool, deep));
+  GOOSE_ASSIGN_OR_RETURN(const std::vector<VerifyCostPoint> d,
+                         MeasureVerifyCost(model, pool, deep));
   return DepthCostFrom(opt.prefix, opt.deep_prefix, at(curve, 1), at(d, 1), kDepthProbeNodes,
                        at(curve, kDepthProbeNodes), at(d, kDepthProbeNodes));
 }
@@ -202,11 +198,11 @@ StatusOr<std::vector<VerifyCostPoint>> Points(const nlohmann::json& arr) {
   for (const auto& p : arr) {
     const nlohmann::json& nodes = p.at("nodes");
     const double s = p.at("seconds").get<double>();
-    const bool n_ok = nodes.is_number_unsigned()
-                          ? nodes.get<uint64_t>() >= 1 &&
-                                nodes.get<uint64_t>() <= SpecStats::kMaxTreeNodes
-                          : nodes.is_number_integer() && nodes.get<int64_t>() >= 1 &&
-                                nodes.get<int64_t>() <= SpecStats::kMaxTreeNodes;
+    const bool n_ok =
+        nodes.is_number_unsigned()
+            ? nodes.get<uint64_t>() >= 1 && nodes.get<uint64_t>() <= SpecStats::kMaxTreeNodes
+            : nodes.is_number_integer() && nodes.get<int64_t>() >= 1 &&
+                  nodes.get<int64_t>() <= SpecStats::kMaxTreeNodes;
     if (!n_ok || !(s > 0) || !std::isfinite(s)) {
       return Status::Error(StrFormat("unreadable: point %s is not {nodes: 1..%d, seconds > 0}",
                                      EscapeForMessage(p.dump(), 80).c_str(),
@@ -312,8 +308,8 @@ StatusOr<CostCalibration> LoadOrMeasureCost(const Model& model, const std::strin
         calibrations = cached->calibrations;
         cal.note = "the cached cost curve was measured on a busy machine; measuring again";
       } else {
-        cal.note = "cost cache " + cal.cache_path + " was " + cached.status().message() +
-                   "; re-measuring";
+        cal.note =
+            "cost cache " + cal.cache_path + " was " + cached.status().message() + "; re-measuring";
       }
     }
   }
@@ -341,8 +337,7 @@ Status RecordObservedCosts(const CostCalibration& cal, const std::vector<CostSam
   const int max_nodes = cal.curve.empty() ? 0 : cal.curve.back().nodes;
   std::vector<CostSample> seen;  // sizes the curve has, with a usable time
   for (const CostSample& o : observed) {
-    if (o.nodes < 1 || o.nodes > max_nodes || !(o.seconds > 0) ||
-        !std::isfinite(o.seconds)) {
+    if (o.nodes < 1 || o.nodes > max_nodes || !(o.seconds > 0) || !std::isfinite(o.seconds)) {
       continue;
     }
     seen.push_back(o);
@@ -378,11 +373,14 @@ StatusOr<std::vector<VerifyCostPoint>> ReadCostCurve(const std::string& path) {
   if (!in) return Status::Error("cannot read cost curve '" + path + "'");
   try {
     auto curve = CurvePoints(nlohmann::json::parse(in).at("curve"));
-    if (!curve.ok()) return Status::Error("cost curve '" + path + "' is " + curve.status().message());
+    if (!curve.ok())
+      return Status::Error("cost curve '" + path + "' is " + curve.status().message());
     return curve;
   } catch (const std::exception& e) {
-    return Status::Error("cost curve '" + path + "' is not a JSON object with a \"curve\" array "
-                         "of {\"nodes\", \"seconds\"}: " + EscapeForMessage(e.what(), 200));
+    return Status::Error("cost curve '" + path +
+                         "' is not a JSON object with a \"curve\" array "
+                         "of {\"nodes\", \"seconds\"}: " +
+                         EscapeForMessage(e.what(), 200));
   }
 }
 

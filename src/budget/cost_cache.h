@@ -12,9 +12,9 @@
 //   !recalibrate; otherwise measures (MeasureVerifyCost with CalibrationOptions: nodes 1..128,
 //   7 interleaved rounds, the median pass per size, prefix min(256, context - 130); then 1 and
 //   16 nodes at min(1024, context - 130) tokens, for how passes grow dearer with depth,
-//   DepthCost, when that is at least 256 tokens deeper) and rewrites the cache. A corrupt or mismatching cache is re-measured, never trusted, with the
-//   reason in `note` (a warning for the user, as is a failed write). Stored and returned curves
-//   are monotone (MakeMonotone).
+//   DepthCost, when that is at least 256 tokens deeper) and rewrites the cache. A corrupt or
+//   mismatching cache is re-measured, never trusted, with the reason in `note` (a warning for the
+//   user, as is a failed write). Stored and returned curves are monotone (MakeMonotone).
 // - A busy machine must not fix a wrong curve forever. A calibration whose passes varied a lot
 //   (median / fastest > 1.25 at a third of the sizes or more) is "noisy" (so is a cache marked
 //   "stale" by an older goose) and measured again at the next --budget auto run, up to
@@ -30,8 +30,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "budget/verify_cost.h"
 #include "budget/budget_chooser.h"
+#include "budget/verify_cost.h"
 #include "model/model.h"
 #include "util/status.h"
 #include "util/thread_pool.h"

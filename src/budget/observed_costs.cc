@@ -6,8 +6,7 @@
 
 namespace goose {
 
-ObservedCosts::ObservedCosts(const std::vector<CostSample>& calibrated)
-    : calibrated_(calibrated) {
+ObservedCosts::ObservedCosts(const std::vector<CostSample>& calibrated) : calibrated_(calibrated) {
   for (const CostSample& c : calibrated) max_nodes_ = std::max(max_nodes_, c.nodes);
 }
 

@@ -35,7 +35,8 @@ std::vector<int> SplitPass(std::span<const PassTree> trees, const std::vector<do
     for (size_t i = 0; i < trees.size(); ++i) {
       const PassTree& t = trees[i];
       if (t.fixed || next[i] >= t.rows) continue;
-      if (pick < 0 || t.values[next[i]] > trees[pick].values[next[pick]]) pick = static_cast<int>(i);
+      if (pick < 0 || t.values[next[i]] > trees[pick].values[next[pick]])
+        pick = static_cast<int>(i);
     }
     if (pick < 0) break;
     tokens += trees[pick].values[next[pick]++];

@@ -21,8 +21,8 @@ namespace goose {
 
 struct VerifyCostPoint {
   int nodes = 0;
-  double seconds = 0;      // median seconds of one pass
-  double min_seconds = 0;  // fastest pass
+  double seconds = 0;       // median seconds of one pass
+  double min_seconds = 0;   // fastest pass
   double matmul_share = 0;  // of the timed passes' time, the share spent in MatMul (0: unknown)
 };
 

@@ -8,9 +8,12 @@ namespace {
 
 goose_status FromDraftError(const DraftError& e, const char* fn) {
   switch (e.kind) {
-    case Misuse::kArgument: return Fail(GOOSE_ERROR_INVALID_ARGUMENT, fn, e.message);
-    case Misuse::kState: return Fail(GOOSE_ERROR_STATE, fn, e.message);
-    case Misuse::kInternal: break;
+    case Misuse::kArgument:
+      return Fail(GOOSE_ERROR_INVALID_ARGUMENT, fn, e.message);
+    case Misuse::kState:
+      return Fail(GOOSE_ERROR_STATE, fn, e.message);
+    case Misuse::kInternal:
+      break;
   }
   return Fail(GOOSE_ERROR_INTERNAL, fn, e.message);
 }
@@ -67,9 +70,9 @@ goose_status goose_drafter_free(goose_drafter* drafter) {
     HostDrafter* d = nullptr;
     if (goose_status st = Resolve(drafter, fn, "drafter", &d); st != GOOSE_OK) return st;
     if (d->open_requests() > 0) {
-      return Fail(GOOSE_ERROR_STATE, fn,
-                  StrFormat("%d requests of this drafter are open: end them first",
-                            d->open_requests()));
+      return Fail(
+          GOOSE_ERROR_STATE, fn,
+          StrFormat("%d requests of this drafter are open: end them first", d->open_requests()));
     }
     Retire(drafter);
     return GOOSE_OK;
@@ -131,8 +134,7 @@ goose_status goose_drafter_observe_prompt(goose_drafter_request* request, int32_
     DraftRequest* r = nullptr;
     if (goose_status st = Resolve(request, fn, "request", &r); st != GOOSE_OK) return st;
     std::optional<HostRows> rows;
-    if (goose_status st = ReadRows(*r, n_rows, top_ids, top_logits, k, fn, &rows);
-        st != GOOSE_OK) {
+    if (goose_status st = ReadRows(*r, n_rows, top_ids, top_logits, k, fn, &rows); st != GOOSE_OK) {
       return st;
     }
     if (auto e = r->ObservePrompt(first_row, *rows)) return FromDraftError(*e, fn);
@@ -141,7 +143,7 @@ goose_status goose_drafter_observe_prompt(goose_drafter_request* request, int32_
 }
 
 goose_status goose_drafter_set_prediction(goose_drafter_request* request, const int32_t* tokens,
-                                         int32_t n_tokens) {
+                                          int32_t n_tokens) {
   constexpr const char* fn = "goose_drafter_set_prediction";
   return Call(fn, [&] {
     DraftRequest* r = nullptr;
@@ -183,8 +185,7 @@ goose_status goose_drafter_observe(goose_drafter_request* request, int32_t n_row
     DraftRequest* r = nullptr;
     if (goose_status st = Resolve(request, fn, "request", &r); st != GOOSE_OK) return st;
     std::optional<HostRows> rows;
-    if (goose_status st = ReadRows(*r, n_rows, top_ids, top_logits, k, fn, &rows);
-        st != GOOSE_OK) {
+    if (goose_status st = ReadRows(*r, n_rows, top_ids, top_logits, k, fn, &rows); st != GOOSE_OK) {
       return st;
     }
     if (auto e = r->Observe(std::move(*rows))) return FromDraftError(*e, fn);

@@ -27,10 +27,14 @@ QuarantineList& Shells() {
 
 const char* KindName(Kind kind) {
   switch (kind) {
-    case Kind::kModel: return "goose_model";
-    case Kind::kSession: return "goose_session";
-    case Kind::kDrafter: return "goose_drafter";
-    case Kind::kRequest: return "goose_drafter_request";
+    case Kind::kModel:
+      return "goose_model";
+    case Kind::kSession:
+      return "goose_session";
+    case Kind::kDrafter:
+      return "goose_drafter";
+    case Kind::kRequest:
+      return "goose_drafter_request";
   }
   return "goose handle";
 }
@@ -91,14 +95,22 @@ const char* goose_last_error(void) { return goose::capi::g_last_error.c_str(); }
 
 const char* goose_status_name(goose_status status) {
   switch (status) {
-    case GOOSE_OK: return "GOOSE_OK";
-    case GOOSE_ERROR_INVALID_ARGUMENT: return "GOOSE_ERROR_INVALID_ARGUMENT";
-    case GOOSE_ERROR_INVALID_HANDLE: return "GOOSE_ERROR_INVALID_HANDLE";
-    case GOOSE_ERROR_FILE: return "GOOSE_ERROR_FILE";
-    case GOOSE_ERROR_STATE: return "GOOSE_ERROR_STATE";
-    case GOOSE_ERROR_OUT_OF_MEMORY: return "GOOSE_ERROR_OUT_OF_MEMORY";
-    case GOOSE_ERROR_BUFFER_TOO_SMALL: return "GOOSE_ERROR_BUFFER_TOO_SMALL";
-    case GOOSE_ERROR_INTERNAL: return "GOOSE_ERROR_INTERNAL";
+    case GOOSE_OK:
+      return "GOOSE_OK";
+    case GOOSE_ERROR_INVALID_ARGUMENT:
+      return "GOOSE_ERROR_INVALID_ARGUMENT";
+    case GOOSE_ERROR_INVALID_HANDLE:
+      return "GOOSE_ERROR_INVALID_HANDLE";
+    case GOOSE_ERROR_FILE:
+      return "GOOSE_ERROR_FILE";
+    case GOOSE_ERROR_STATE:
+      return "GOOSE_ERROR_STATE";
+    case GOOSE_ERROR_OUT_OF_MEMORY:
+      return "GOOSE_ERROR_OUT_OF_MEMORY";
+    case GOOSE_ERROR_BUFFER_TOO_SMALL:
+      return "GOOSE_ERROR_BUFFER_TOO_SMALL";
+    case GOOSE_ERROR_INTERNAL:
+      return "GOOSE_ERROR_INTERNAL";
   }
   return "unknown";
 }

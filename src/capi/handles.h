@@ -80,11 +80,11 @@ goose_status Call(const char* fn, F&& body) {
 }
 
 // A required pointer argument.
-#define GOOSE_API_REQUIRE(ptr, fn)                                                            \
-  do {                                                                                        \
-    if ((ptr) == nullptr) {                                                                   \
-      return ::goose::capi::Fail(GOOSE_ERROR_INVALID_ARGUMENT, fn, #ptr " is NULL");          \
-    }                                                                                         \
+#define GOOSE_API_REQUIRE(ptr, fn)                                                   \
+  do {                                                                               \
+    if ((ptr) == nullptr) {                                                          \
+      return ::goose::capi::Fail(GOOSE_ERROR_INVALID_ARGUMENT, fn, #ptr " is NULL"); \
+    }                                                                                \
   } while (0)
 
 }  // namespace goose::capi

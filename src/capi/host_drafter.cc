@@ -54,9 +54,10 @@ StatusOr<HostRows> HostRows::Make(const int32_t* ids, const float* logits, int n
     const float* row_logits = logits + static_cast<size_t>(r) * k;
     for (int j = 0; j < k; ++j) {
       if (row_ids[j] < -1 || row_ids[j] >= n_vocab) {
-        return Status::Error(StrFormat("row %d: id %d is outside the vocabulary [0, %d) (-1 "
-                                       "pads a row)",
-                                       r, row_ids[j], n_vocab));
+        return Status::Error(
+            StrFormat("row %d: id %d is outside the vocabulary [0, %d) (-1 "
+                      "pads a row)",
+                      r, row_ids[j], n_vocab));
       }
     }
     seen.assign(row_ids, row_ids + k);
@@ -117,8 +118,8 @@ std::unique_ptr<DraftRequest> HostDrafter::Begin(std::span<const int32_t> prompt
   }
   for (size_t i = 0; i < prompt.size(); ++i) {
     if (prompt[i] < 0 || prompt[i] >= n_vocab()) {
-      *error = ArgumentError(StrFormat("prompt[%zu] = %d is outside the vocabulary [0, %d)", i,
-                                       prompt[i], n_vocab()));
+      *error = ArgumentError(
+          StrFormat("prompt[%zu] = %d is outside the vocabulary [0, %d)", i, prompt[i], n_vocab()));
       return nullptr;
     }
   }
@@ -144,13 +145,12 @@ Status HostDrafter::Save(const std::string& dir) const {
 Status HostDrafter::Load(const std::string& dir, bool* requests_open) {
   *requests_open = false;
   LearnedCache cache(dir, env_.target_fingerprint, /*max_bytes=*/UINT64_MAX);
-  const std::filesystem::path base =
-      std::filesystem::path(cache.model_dir()) / LearnedKey(spec_);
+  const std::filesystem::path base = std::filesystem::path(cache.model_dir()) / LearnedKey(spec_);
   std::error_code ec;
   if (!std::filesystem::exists(base.string() + ".state", ec) &&
       !std::filesystem::exists(base.string() + ".table", ec)) {
-    return Status::Error("nothing saved for " + LearnedKey(spec_) + " under " +
-                         cache.model_dir() + " (another model fingerprint, or variant?)");
+    return Status::Error("nothing saved for " + LearnedKey(spec_) + " under " + cache.model_dir() +
+                         " (another model fingerprint, or variant?)");
   }
   std::unique_ptr<Learned> fresh = method_->NewLearned(spec_, env_);
   cache.Load(spec_, fresh.get());
@@ -160,8 +160,8 @@ Status HostDrafter::Load(const std::string& dir, bool* requests_open) {
   std::unique_lock<std::shared_mutex> lock(mu_);
   if (open_requests() > 0) {  // (their drafters hold references into learned_)
     *requests_open = true;
-    return Status::Error(StrFormat("%d requests are open: load before they begin",
-                                   open_requests()));
+    return Status::Error(
+        StrFormat("%d requests are open: load before they begin", open_requests()));
   }
   learned_ = std::move(fresh);
   return Status::Ok();
@@ -186,8 +186,8 @@ std::optional<DraftError> DraftRequest::ObservePrompt(int first_row, const HostR
   }
   const int n_prompt = static_cast<int>(prompt_.size());
   if (first_row < 0 || rows.n_rows() < 1 || first_row > n_prompt - rows.n_rows()) {
-    return ArgumentError(StrFormat("rows [%d, %d) are not within the prompt's %d rows",
-                                   first_row, first_row + rows.n_rows(), n_prompt));
+    return ArgumentError(StrFormat("rows [%d, %d) are not within the prompt's %d rows", first_row,
+                                   first_row + rows.n_rows(), n_prompt));
   }
   std::unique_lock<std::shared_mutex> lock(d_.mu_);
   drafter_->ObservePrefill(prompt_, first_row, first_row + rows.n_rows(), rows);
@@ -200,8 +200,8 @@ std::optional<DraftError> DraftRequest::SetPrediction(std::span<const int32_t> t
   if (tokens.empty()) return ArgumentError("an empty prediction");
   for (size_t i = 0; i < tokens.size(); ++i) {
     if (tokens[i] < 0 || tokens[i] >= n_vocab()) {
-      return ArgumentError(StrFormat("tokens[%zu] = %d is outside the vocabulary [0, %d)", i,
-                                     tokens[i], n_vocab()));
+      return ArgumentError(
+          StrFormat("tokens[%zu] = %d is outside the vocabulary [0, %d)", i, tokens[i], n_vocab()));
     }
   }
   drafter_->SetPrediction(tokens);  // (the drafter's own state: no lock)
@@ -244,8 +244,8 @@ std::optional<DraftError> DraftRequest::Observe(HostRows rows) {
   if (rows_) return StateError("the open proposal's rows were already observed");
   DraftTree& tree = proposal_.tree;
   if (rows.n_rows() < 1 || rows.n_rows() > tree.size()) {
-    return ArgumentError(StrFormat("n_rows = %d, expected 1..%d (the tree's nodes)",
-                                   rows.n_rows(), tree.size()));
+    return ArgumentError(
+        StrFormat("n_rows = %d, expected 1..%d (the tree's nodes)", rows.n_rows(), tree.size()));
   }
   if (rows.n_rows() < tree.size()) {  // the host scored a prefix: the tree it verified
     tree.Truncate(rows.n_rows());
@@ -265,9 +265,10 @@ std::optional<DraftError> DraftRequest::CheckPath(std::span<const int32_t> accep
   for (size_t j = 0; j < accepted.size(); ++j) {
     const int32_t v = accepted[j];
     if (v < 1 || v >= tree.size()) {
-      return ArgumentError(StrFormat("accepted[%zu] = %d is not a node of the %d-node tree "
-                                     "(besides the root, 0)",
-                                     j, v, tree.size()));
+      return ArgumentError(
+          StrFormat("accepted[%zu] = %d is not a node of the %d-node tree "
+                    "(besides the root, 0)",
+                    j, v, tree.size()));
     }
     if (tree.parents[v] != parent) {
       return ArgumentError(StrFormat("accepted[%zu] = %d is not a child of %s %d", j, v,
@@ -276,8 +277,8 @@ std::optional<DraftError> DraftRequest::CheckPath(std::span<const int32_t> accep
     parent = v;
   }
   if (bonus < -1 || bonus >= n_vocab()) {
-    return ArgumentError(StrFormat("bonus = %d, expected a token in [0, %d) or -1 (stopped)",
-                                   bonus, n_vocab()));
+    return ArgumentError(
+        StrFormat("bonus = %d, expected a token in [0, %d) or -1 (stopped)", bonus, n_vocab()));
   }
   return std::nullopt;
 }

@@ -126,10 +126,10 @@ class DraftRequest {
   std::vector<int32_t> prompt_;
   CycleInput in_;
   Proposal proposal_;
-  bool open_ = false;      // a proposal awaits its commit
-  bool started_ = false;   // the first token is committed
-  bool stopped_ = false;   // a commit ended on a stop token
-  bool predicted_ = false; // SetPrediction ran
+  bool open_ = false;             // a proposal awaits its commit
+  bool started_ = false;          // the first token is committed
+  bool stopped_ = false;          // a commit ended on a stop token
+  bool predicted_ = false;        // SetPrediction ran
   std::optional<HostRows> rows_;  // the open proposal's scored rows, if the host gave them
   SpecStats stats_;
 };

@@ -156,8 +156,7 @@ goose_status goose_token_is_eog(const goose_model* model, int32_t token, int32_t
 }
 
 goose_status goose_tokenize(const goose_model* model, const char* text, size_t text_len,
-                            int32_t add_bos, int32_t* tokens, int32_t capacity,
-                            int32_t* n_tokens) {
+                            int32_t add_bos, int32_t* tokens, int32_t capacity, int32_t* n_tokens) {
   constexpr const char* fn = "goose_tokenize";
   return Call(fn, [&] {
     ModelRef* ref = nullptr;
@@ -206,9 +205,9 @@ goose_status goose_detokenize(const goose_model* model, const int32_t* tokens, i
     const std::string text = tok.Decode(std::vector<int32_t>(tokens, tokens + n_tokens));
     *text_len = text.size();
     if (capacity < text.size() + 1) {
-      return Fail(GOOSE_ERROR_BUFFER_TOO_SMALL, fn,
-                  StrFormat("%zu bytes and a NUL do not fit a buffer of %zu", text.size(),
-                            capacity));
+      return Fail(
+          GOOSE_ERROR_BUFFER_TOO_SMALL, fn,
+          StrFormat("%zu bytes and a NUL do not fit a buffer of %zu", text.size(), capacity));
     }
     std::memcpy(buf, text.data(), text.size());
     buf[text.size()] = '\0';

@@ -19,10 +19,10 @@ namespace goose::capi {
 // curve). Shared by the caller's handle and every session opened on it.
 struct ModelState {
   std::unique_ptr<Session> session;
-  int n_threads = 1;       // a session's default
+  int n_threads = 1;  // a session's default
   bool learned_cache = false;
   uint64_t fingerprint = 0;
-  std::mutex mu;           // the Session calls that are not thread-safe (NewBudgetPolicy)
+  std::mutex mu;  // the Session calls that are not thread-safe (NewBudgetPolicy)
   const Model& model() const { return session->model(); }
 };
 
@@ -49,10 +49,10 @@ struct SessionState {
 }  // namespace goose::capi
 
 struct goose_model : goose::capi::Handle<goose::capi::ModelRef, goose::capi::Kind::kModel> {};
-struct goose_session
-    : goose::capi::Handle<goose::capi::SessionState, goose::capi::Kind::kSession> {};
-struct goose_drafter
-    : goose::capi::Handle<goose::capi::HostDrafter, goose::capi::Kind::kDrafter> {};
+struct goose_session : goose::capi::Handle<goose::capi::SessionState, goose::capi::Kind::kSession> {
+};
+struct goose_drafter : goose::capi::Handle<goose::capi::HostDrafter, goose::capi::Kind::kDrafter> {
+};
 struct goose_drafter_request
     : goose::capi::Handle<goose::capi::DraftRequest, goose::capi::Kind::kRequest> {};
 

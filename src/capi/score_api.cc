@@ -15,9 +15,9 @@ goose_status ScoredRow(const SessionState& s, int32_t row, const char* fn, const
   }
   const Context& ctx = s.engine->context();
   if (row < 0 || row >= ctx.n_batch()) {
-    return Fail(GOOSE_ERROR_INVALID_ARGUMENT, fn,
-                StrFormat("row %d, expected 0..%d (the last score call's rows)", row,
-                          ctx.n_batch() - 1));
+    return Fail(
+        GOOSE_ERROR_INVALID_ARGUMENT, fn,
+        StrFormat("row %d, expected 0..%d (the last score call's rows)", row, ctx.n_batch() - 1));
   }
   *logits = ctx.logits(row);
   return GOOSE_OK;
@@ -64,7 +64,8 @@ goose_status goose_session_score(goose_session* session, const int32_t* tokens,
     GOOSE_API_REQUIRE(parents, fn);
     s->scored = s->pending = false;  // a failed pass leaves nothing readable either
     Context& ctx = s->engine->context();
-    if (Status st = ctx.Forward({tokens, static_cast<size_t>(n)}, {parents, static_cast<size_t>(n)});
+    if (Status st =
+            ctx.Forward({tokens, static_cast<size_t>(n)}, {parents, static_cast<size_t>(n)});
         !st.ok()) {
       return FailWith(GOOSE_ERROR_INVALID_ARGUMENT, fn, st);
     }
@@ -74,8 +75,7 @@ goose_status goose_session_score(goose_session* session, const int32_t* tokens,
   });
 }
 
-goose_status goose_session_logits(const goose_session* session, int32_t row,
-                                  const float** logits) {
+goose_status goose_session_logits(const goose_session* session, int32_t row, const float** logits) {
   constexpr const char* fn = "goose_session_logits";
   return Call(fn, [&] {
     SessionState* s = nullptr;
@@ -85,8 +85,8 @@ goose_status goose_session_logits(const goose_session* session, int32_t row,
   });
 }
 
-goose_status goose_session_top_k(const goose_session* session, int32_t row, int32_t k,
-                                 int32_t* ids, float* logits) {
+goose_status goose_session_top_k(const goose_session* session, int32_t row, int32_t k, int32_t* ids,
+                                 float* logits) {
   constexpr const char* fn = "goose_session_top_k";
   return Call(fn, [&] {
     SessionState* s = nullptr;

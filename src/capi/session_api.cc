@@ -20,17 +20,17 @@ goose_status OpenSession(ModelState& m, const std::shared_ptr<ModelState>& ref,
                          const goose_session_params& p, goose_session** out) {
   const char* fn = "goose_session_open";
   if (p.n_ctx < 0 || p.n_ctx > m.session->n_ctx()) {
-    return Fail(GOOSE_ERROR_INVALID_ARGUMENT, fn,
-                StrFormat("n_ctx = %d, expected 0..%d (the model's n_ctx)", p.n_ctx,
-                          m.session->n_ctx()));
+    return Fail(
+        GOOSE_ERROR_INVALID_ARGUMENT, fn,
+        StrFormat("n_ctx = %d, expected 0..%d (the model's n_ctx)", p.n_ctx, m.session->n_ctx()));
   }
   if (p.n_threads < 0 || p.n_threads > kMaxThreads) {
     return Fail(GOOSE_ERROR_INVALID_ARGUMENT, fn,
                 StrFormat("n_threads = %d, expected 0..%d", p.n_threads, kMaxThreads));
   }
   const int n_ctx = p.n_ctx > 0 ? p.n_ctx : m.session->n_ctx();
-  if (Status st = CheckContextMemory(m.model().config(), n_ctx, GenerateParams{}.prefill_chunk,
-                                     1, "n_ctx");
+  if (Status st =
+          CheckContextMemory(m.model().config(), n_ctx, GenerateParams{}.prefill_chunk, 1, "n_ctx");
       !st.ok()) {
     return FailWith(GOOSE_ERROR_OUT_OF_MEMORY, fn, st);
   }
@@ -84,8 +84,7 @@ goose_status ToGenerateParams(const goose_generate_params& p, const ModelState& 
   }
   if (p.budget < -1 || p.budget > 128) {
     return Fail(GOOSE_ERROR_INVALID_ARGUMENT, fn,
-                StrFormat("budget = %d, expected 1..128, 0 (the method's) or -1 (auto)",
-                          p.budget));
+                StrFormat("budget = %d, expected 1..128, 0 (the method's) or -1 (auto)", p.budget));
   }
   const bool plain = out->spec.method == "none";
   if (p.budget == -1 && !plain && m.session->cost_curve().empty()) {
@@ -171,7 +170,8 @@ goose_status RunGeneration(SessionState& s, std::span<const int32_t> prompt,
   }
   GenerateResult r = (*seq)->TakeResult();
   const std::string tail = decoder.Flush();
-  if (callback != nullptr && !tail.empty()) callback(user_data, nullptr, 0, tail.data(), tail.size());
+  if (callback != nullptr && !tail.empty())
+    callback(user_data, nullptr, 0, tail.data(), tail.size());
   s.total.Merge(r.stats);
   s.tokens = std::move(r.tokens);
   if (stats != nullptr) {
@@ -230,8 +230,8 @@ void goose_generate_default_params(goose_generate_params* params) {
   params->prefill_chunk = d.prefill_chunk;
 }
 
-goose_status goose_session_generate(goose_session* session, const int32_t* prompt,
-                                    int32_t n_prompt, const goose_generate_params* params,
+goose_status goose_session_generate(goose_session* session, const int32_t* prompt, int32_t n_prompt,
+                                    const goose_generate_params* params,
                                     goose_token_callback callback, void* user_data,
                                     goose_generate_stats* stats) {
   constexpr const char* fn = "goose_session_generate";

@@ -123,8 +123,8 @@ ContextMatcher::Entry ContextMatcher::Lookup(int n, std::span<const int32_t> ext
   int64_t scan_from = 0;
   if (idx != nullptr) {
     // Indexed windows are those whose successor lies in the pool: j <= |pool| - n - 1.
-    const Entry* e = idx->Find(HashNgram(v, query, n),
-                               [&](int64_t pos) { return SameNgram(v, pos, query, n); });
+    const Entry* e =
+        idx->Find(HashNgram(v, query, n), [&](int64_t pos) { return SameNgram(v, pos, query, n); });
     if (e != nullptr) out = *e;
     scan_from = std::max<int64_t>(0, static_cast<int64_t>(pool_.size()) - n);
   }
@@ -194,8 +194,8 @@ ContextMatcher::Spine ContextMatcher::ProposeSpine() const {
     bool stop = false;
     if (saturated) {
       // Confidence of this continuation at the drafted position, before appending it.
-      const Confidence c = MatchConfidence(static_cast<int>(next.tokens.size()),
-                                           IsConsensus(mn), params_.long_match);
+      const Confidence c = MatchConfidence(static_cast<int>(next.tokens.size()), IsConsensus(mn),
+                                           params_.long_match);
       stop = !c.IsOne();
     }
     // Convention 10: append the whole continuation even past `limit`.

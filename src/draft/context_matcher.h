@@ -36,9 +36,9 @@ namespace goose {
 
 struct MatcherParams {
   std::vector<int> ngram_sizes = {5, 4, 3};  // longest first
-  int max_chain = 20;          // tokens returned per match
-  int long_match = 8;          // long-match threshold of docs/methods.md §2.1 step 4
-  int max_extended_chain = 100;  // chain-extension cap of docs/methods.md §2.1 step 5
+  int max_chain = 20;                        // tokens returned per match
+  int long_match = 8;                        // long-match threshold of docs/methods.md §2.1 step 4
+  int max_extended_chain = 100;              // chain-extension cap of docs/methods.md §2.1 step 5
 };
 
 // A confidence value c = num / den in [0, 1], kept exact so budget arithmetic never rounds

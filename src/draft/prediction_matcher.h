@@ -61,7 +61,7 @@ class PredictionMatcher {
 
   std::vector<int32_t> pred_;
   std::unordered_map<int32_t, std::vector<int32_t>> where_;  // token -> its positions, ascending
-  std::vector<int32_t> tail_;  // the output's last kMaxSuffix tokens
+  std::vector<int32_t> tail_;                                // the output's last kMaxSuffix tokens
   int cursor_ = 0;        // the prediction index expected next; -1: lost
   int lost_at_ = 0;       // where the cursor was when it lost its way
   bool guessed_ = false;  // the cursor is a replacement guess, not yet confirmed

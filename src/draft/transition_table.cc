@@ -270,9 +270,10 @@ Status TransitionTable::Load(const std::string& path) {
     if (bytes == 0) return Status::Ok();
     const size_t got = std::fread(dst, 1, bytes, f.get());
     if (got != bytes) {
-      return Status::Error(StrFormat("%s: truncated file: %s needs %zu bytes at offset %zu, %zu "
-                                     "available",
-                                     p, what, bytes, offset, got));
+      return Status::Error(
+          StrFormat("%s: truncated file: %s needs %zu bytes at offset %zu, %zu "
+                    "available",
+                    p, what, bytes, offset, got));
     }
     offset += bytes;
     return Status::Ok();
@@ -297,15 +298,17 @@ Status TransitionTable::Load(const std::string& path) {
   GOOSE_RETURN_IF_ERROR(read(&slots, 8, "bigram slots"));
   // The header must describe exactly this table: nothing is adopted from the file.
   if (fingerprint != fingerprint_) {
-    return Status::Error(StrFormat("%s: model mismatch at offset 12: the table was saved for "
-                                   "model %016llx, this is model %016llx",
-                                   p, static_cast<unsigned long long>(fingerprint),
-                                   static_cast<unsigned long long>(fingerprint_)));
+    return Status::Error(
+        StrFormat("%s: model mismatch at offset 12: the table was saved for "
+                  "model %016llx, this is model %016llx",
+                  p, static_cast<unsigned long long>(fingerprint),
+                  static_cast<unsigned long long>(fingerprint_)));
   }
   if (n_vocab != n_vocab_) {
-    return Status::Error(StrFormat("%s: vocab mismatch at offset 20: file has n_vocab %d, table "
-                                   "has %d",
-                                   p, n_vocab, n_vocab_));
+    return Status::Error(
+        StrFormat("%s: vocab mismatch at offset 20: file has n_vocab %d, table "
+                  "has %d",
+                  p, n_vocab, n_vocab_));
   }
   if (k != k_) {
     return Status::Error(
@@ -314,21 +317,23 @@ Status TransitionTable::Load(const std::string& path) {
   const uint32_t want_bigram = use_bigram_ ? 1 : 0;
   const uint64_t want_slots = bi_keys_.size();
   if (use_bigram != want_bigram || slots != want_slots) {
-    return Status::Error(StrFormat("%s: bigram tier mismatch at offset 28: file has use_bigram "
-                                   "%u with %llu slots, table has use_bigram %u with %llu slots",
-                                   p, use_bigram, static_cast<unsigned long long>(slots),
-                                   want_bigram, static_cast<unsigned long long>(want_slots)));
+    return Status::Error(
+        StrFormat("%s: bigram tier mismatch at offset 28: file has use_bigram "
+                  "%u with %llu slots, table has use_bigram %u with %llu slots",
+                  p, use_bigram, static_cast<unsigned long long>(slots), want_bigram,
+                  static_cast<unsigned long long>(want_slots)));
   }
   // The exact size, before allocating anything the header asks for.
   const size_t nk = static_cast<size_t>(n_vocab) * k;
-  const size_t want_bytes = kHeaderBytes + nk * 8 + static_cast<size_t>(n_vocab) +
-                            slots * 8 + slots * k * 8;
+  const size_t want_bytes =
+      kHeaderBytes + nk * 8 + static_cast<size_t>(n_vocab) + slots * 8 + slots * k * 8;
   if (std::fseek(f.get(), 0, SEEK_END) != 0) return Status::Error(StrFormat("%s: cannot seek", p));
   const long file_bytes = std::ftell(f.get());
   if (file_bytes < 0 || static_cast<size_t>(file_bytes) != want_bytes) {
-    return Status::Error(StrFormat("%s: file is %ld bytes, the header at offset 0 implies %zu "
-                                   "(truncated or trailing bytes)",
-                                   p, file_bytes, want_bytes));
+    return Status::Error(
+        StrFormat("%s: file is %ld bytes, the header at offset 0 implies %zu "
+                  "(truncated or trailing bytes)",
+                  p, file_bytes, want_bytes));
   }
   if (std::fseek(f.get(), static_cast<long>(offset), SEEK_SET) != 0) {
     return Status::Error(StrFormat("%s: cannot seek", p));
@@ -391,14 +396,15 @@ Status TransitionTable::Load(const std::string& path) {
       float prev = 1.0f;
       for (size_t i = row * k; i < (row + 1) * k; ++i) {
         if (!(scores[i] >= 0.0f && scores[i] <= 1.0f)) {
-          return Status::Error(StrFormat("%s: %s score %g at offset %zu is not in [0, 1]", p,
-                                         tier, scores[i], scores_off + 4 * i));
+          return Status::Error(StrFormat("%s: %s score %g at offset %zu is not in [0, 1]", p, tier,
+                                         scores[i], scores_off + 4 * i));
         }
         if (ids[i] < 0) continue;
         if (scores[i] > prev) {
-          return Status::Error(StrFormat("%s: %s score %g at offset %zu is above the one before "
-                                         "it (rows are sorted by score)",
-                                         p, tier, scores[i], scores_off + 4 * i));
+          return Status::Error(
+              StrFormat("%s: %s score %g at offset %zu is above the one before "
+                        "it (rows are sorted by score)",
+                        p, tier, scores[i], scores_off + 4 * i));
         }
         prev = scores[i];
       }
@@ -406,8 +412,7 @@ Status TransitionTable::Load(const std::string& path) {
     return Status::Ok();
   };
   GOOSE_RETURN_IF_ERROR(check_scores(uni_ids, uni_scores, uni_ids_off + nk * 4, "unigram"));
-  GOOSE_RETURN_IF_ERROR(
-      check_scores(bi_ids, bi_scores, bi_ids_off + slots * k * 4, "bigram"));
+  GOOSE_RETURN_IF_ERROR(check_scores(bi_ids, bi_scores, bi_ids_off + slots * k * 4, "bigram"));
   uni_ids_ = std::move(uni_ids);
   uni_scores_ = std::move(uni_scores);
   observed_ = std::move(observed);

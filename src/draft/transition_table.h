@@ -80,16 +80,16 @@ class TransitionTable {
   int n_vocab_, k_;
   bool use_bigram_;
   uint64_t fingerprint_;
-  std::vector<int32_t> uni_ids_;    // [n_vocab, k]
-  std::vector<float> uni_scores_;   // [n_vocab, k]
-  std::vector<uint8_t> observed_;   // [n_vocab]
+  std::vector<int32_t> uni_ids_;   // [n_vocab, k]
+  std::vector<float> uni_scores_;  // [n_vocab, k]
+  std::vector<uint8_t> observed_;  // [n_vocab]
   // The bigram tier (5.8 MB) on huge pages: it is made, and loaded, by every process.
   template <class T>
   using Slots = std::vector<T, HugePageAllocator<T>>;
   Slots<uint64_t> bi_keys_;  // [slots]; 0 = empty, else ((prev+1) << 32) | tok
   Slots<int32_t> bi_ids_;    // [slots, k]
   Slots<float> bi_scores_;   // [slots, k]
-  size_t bigram_count_ = 0;         // occupied slots
+  size_t bigram_count_ = 0;  // occupied slots
 
   static constexpr size_t kNoSlot = ~size_t{0};
   size_t FindSlot(uint64_t key) const;  // slot holding key, or kNoSlot

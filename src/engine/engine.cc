@@ -96,8 +96,8 @@ namespace {
 Status CheckIds(std::span<const int32_t> ids, int n_vocab, const char* what) {
   for (int32_t t : ids) {
     if (t < 0 || t >= n_vocab) {
-      return Status::Error(StrFormat("%s token id %d is outside the vocabulary (0..%d)", what, t,
-                                     n_vocab - 1));
+      return Status::Error(
+          StrFormat("%s token id %d is outside the vocabulary (0..%d)", what, t, n_vocab - 1));
     }
   }
   return Status::Ok();

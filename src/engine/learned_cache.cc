@@ -100,9 +100,9 @@ Status DecodeBudgets(std::string_view bytes, BudgetHistory* out) {
     r.Get(&e.committed, "committed tokens");
     r.Get(&sizes, "tree sizes");
     if (!r.error.empty()) break;
-    if (budget < 1 || budget > SpecStats::kMaxTreeNodes || e.cycles < 0 ||
-        !(e.committed >= 0) || !std::isfinite(e.committed) ||
-        sizes != SpecStats::kMaxTreeNodes + 1 || h.at.count(budget)) {
+    if (budget < 1 || budget > SpecStats::kMaxTreeNodes || e.cycles < 0 || !(e.committed >= 0) ||
+        !std::isfinite(e.committed) || sizes != SpecStats::kMaxTreeNodes + 1 ||
+        h.at.count(budget)) {
       return Status::Error(StrFormat("bad entry for budget %d", budget));
     }
     e.tree_nodes.resize(sizes);
@@ -129,8 +129,8 @@ Status DecodeBudgets(std::string_view bytes, BudgetHistory* out) {
 Status DecodeStats(std::string_view bytes, SpecStats* out) {
   static_assert(sizeof(SpecStats) % sizeof(int64_t) == 0);
   if (bytes.size() != sizeof(SpecStats)) {
-    return Status::Error(StrFormat("statistics of %zu bytes, expected %zu", bytes.size(),
-                                   sizeof(SpecStats)));
+    return Status::Error(
+        StrFormat("statistics of %zu bytes, expected %zu", bytes.size(), sizeof(SpecStats)));
   }
   std::vector<int64_t> counts(sizeof(SpecStats) / sizeof(int64_t));
   std::memcpy(counts.data(), bytes.data(), bytes.size());
@@ -163,8 +163,8 @@ uint64_t DirBytes(const fs::path& dir) {
 
 LearnedCache::LearnedCache(std::string dir, uint64_t fingerprint, uint64_t max_bytes)
     : dir_(std::move(dir)),
-      model_dir_((fs::path(dir_) / StrFormat("learned-%016llx",
-                                             static_cast<unsigned long long>(fingerprint)))
+      model_dir_((fs::path(dir_) /
+                  StrFormat("learned-%016llx", static_cast<unsigned long long>(fingerprint)))
                      .string()),
       fingerprint_(fingerprint),
       max_bytes_(max_bytes) {}
@@ -269,7 +269,8 @@ Status LearnedCache::Save(const SpecParams& spec, const Learned& learned) {
   for (const auto& e : fs::directory_iterator(dir_, ec)) {
     if (!e.is_directory(ec) || e.path().filename().string().rfind("learned-", 0) != 0) continue;
     total += DirBytes(e.path());
-    if (e.path() != fs::path(model_dir_)) dirs.emplace_back(fs::last_write_time(e.path(), ec), e.path());
+    if (e.path() != fs::path(model_dir_))
+      dirs.emplace_back(fs::last_write_time(e.path(), ec), e.path());
   }
   std::sort(dirs.begin(), dirs.end());
   for (const auto& [when, dir] : dirs) {

@@ -18,8 +18,7 @@ namespace goose {
 
 class LearnedStore {
  public:
-  explicit LearnedStore(std::shared_ptr<LearnedCache> cache = nullptr)
-      : cache_(std::move(cache)) {}
+  explicit LearnedStore(std::shared_ptr<LearnedCache> cache = nullptr) : cache_(std::move(cache)) {}
   // The variant's Learned, created on first use (loaded from the cache). Never removed.
   Learned& Get(const SpecParams& spec, const DrafterEnv& env);
   // Saves every variant that ran a cycle to the cache (none: Ok). Not while requests run.

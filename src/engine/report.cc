@@ -84,8 +84,9 @@ nlohmann::json SpecStatsJson(const SpecStats& s, int64_t n_generated) {
     }
     rows = json::array();
     for (int k = 0; k <= last; ++k) {
-      rows.push_back(
-          {{"rank", k}, {"reached", s.reached_rank[src][k]}, {"accepted", s.accepted_rank[src][k]}});
+      rows.push_back({{"rank", k},
+                      {"reached", s.reached_rank[src][k]},
+                      {"accepted", s.accepted_rank[src][k]}});
     }
     if (last >= 0) by_rank[name] = rows;
   }
@@ -103,7 +104,6 @@ nlohmann::json SpecStatsJson(const SpecStats& s, int64_t n_generated) {
   if (s.draft_cycles > 0) j["draft_model"] = DraftModelJson(s);
   return j;
 }
-
 
 nlohmann::json GenerateStatsJson(const GenerateResult& r, int n_prompt) {
   const int64_t n = static_cast<int64_t>(r.tokens.size());

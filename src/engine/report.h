@@ -21,8 +21,7 @@ nlohmann::json GenerateStatsJson(const GenerateResult& r, int n_prompt);
 // {"tokens", "accepted", "rejected"}: the prediction's tokens, those the output reproduced
 // (draft/prediction_matcher.h) and the rest, as OpenAI's usage counts them
 // (accepted_prediction_tokens, rejected_prediction_tokens).
-nlohmann::json PredictionJson(std::span<const int32_t> prediction,
-                              std::span<const int32_t> output);
+nlohmann::json PredictionJson(std::span<const int32_t> prediction, std::span<const int32_t> output);
 
 // Mean accepted tokens per target pass after prefill (convention 1, docs/methods.md §7):
 // generated / passes.

@@ -91,7 +91,7 @@ class Sequence {
   std::chrono::steady_clock::time_point phase_start_;
   // The open cycle.
   std::span<const int32_t> rows_tokens_, rows_parents_;  // the next pass's rows
-  std::vector<int32_t> chain_;  // a prefill chunk's parents: i - 1
+  std::vector<int32_t> chain_;                           // a prefill chunk's parents: i - 1
   CycleInput in_;
   CyclePlan plan_;
   Proposal proposal_;

@@ -119,9 +119,8 @@ void ServingLoop::Run() {
     std::vector<std::pair<ServingRequest, Status>> refused;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      work_cv_.wait(lock, [&] {
-        return (!queue_.empty() && busy_ < size()) || busy_ > 0 || closed_;
-      });
+      work_cv_.wait(lock,
+                    [&] { return (!queue_.empty() && busy_ < size()) || busy_ > 0 || closed_; });
       if (closed_ && queue_.empty() && busy_ == 0) return;
       AdmitLocked(&refused);
     }

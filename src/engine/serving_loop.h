@@ -39,7 +39,7 @@ struct ServingRequest {
   std::vector<int32_t> prompt;
   GenerateParams params;
   TokenCallback on_tokens;
-  std::function<bool()> cancelled;  // null: never
+  std::function<bool()> cancelled;         // null: never
   std::function<void(int slot)> on_start;  // when it gets its slot; null: none
   // slot: the slot it ran in (-1: it never started).
   std::function<void(int slot, StatusOr<GenerateResult> result, bool cancelled)> on_done;

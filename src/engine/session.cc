@@ -63,20 +63,20 @@ Status Session::Load() {
     const std::string warning = DraftCostWarning(*model_, *draft_);
     if (!warning.empty()) Note("warning: " + warning);
   }
-  pool_ = std::make_unique<ThreadPool>(o.n_threads > 0 ? o.n_threads
-                                                        : ThreadPool::DefaultThreads());
+  pool_ =
+      std::make_unique<ThreadPool>(o.n_threads > 0 ? o.n_threads : ThreadPool::DefaultThreads());
   if (o.budget_auto && !o.cost_curve.empty()) {
     cost_ = o.cost_curve;
   } else if (o.budget_auto) {  // measured once per model and machine, then cached
     auto path = CostCachePath(o.model_path, pool_->size(), o.kv_type);
     std::error_code ec;
     if (o.recalibrate || !path.ok() || !std::filesystem::exists(*path, ec)) {
-      Note("--budget auto: timing tree passes of 1..128 nodes on this machine (once per model "
-           "and thread count, up to ~10 s)...");
+      Note(
+          "--budget auto: timing tree passes of 1..128 nodes on this machine (once per model "
+          "and thread count, up to ~10 s)...");
     }
-    GOOSE_ASSIGN_OR_RETURN(calibration_,
-                           LoadOrMeasureCost(*model_, o.model_path, pool_.get(), o.recalibrate,
-                                             nullptr, o.kv_type));
+    GOOSE_ASSIGN_OR_RETURN(calibration_, LoadOrMeasureCost(*model_, o.model_path, pool_.get(),
+                                                           o.recalibrate, nullptr, o.kv_type));
     if (!calibration_.note.empty()) Note("note: " + calibration_.note);
     cost_ = ToCostSamples(calibration_.curve);
   }

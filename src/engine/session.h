@@ -34,9 +34,9 @@ namespace goose {
 
 struct SessionOptions {
   std::string model_path;
-  std::string draft_model_path;  // -md; empty: none
-  int n_threads = 0;             // 0: ThreadPool::DefaultThreads()
-  int n_ctx = 0;                 // tokens per context; 0: min(the model's, 4096)
+  std::string draft_model_path;   // -md; empty: none
+  int n_threads = 0;              // 0: ThreadPool::DefaultThreads()
+  int n_ctx = 0;                  // tokens per context; 0: min(the model's, 4096)
   KvType kv_type = KvType::kF16;  // the contexts' KV cache (-ctk / --kv-type)
   // The memory check: how many engines the front end makes, and its largest pass.
   int n_contexts = 1;
@@ -62,9 +62,9 @@ Status CheckContextMemory(const LlamaConfig& config, int n_ctx, int n_batch, int
                           const std::string& flags, KvType kv = KvType::kF16);
 
 struct EngineOptions {
-  int n_ctx = 0;               // 0: the session's
-  bool share_learned = true;   // false: a store of its own, without the cache (benchmarks)
-  bool session_curve = true;   // --budget auto on the session's curve, learning from its passes
+  int n_ctx = 0;              // 0: the session's
+  bool share_learned = true;  // false: a store of its own, without the cache (benchmarks)
+  bool session_curve = true;  // --budget auto on the session's curve, learning from its passes
   // The budget policy of engines whose sequences share passes (Session::NewBudgetPolicy); null:
   // the engine's own (on the session's curve if session_curve).
   std::shared_ptr<BudgetPolicy> policy;

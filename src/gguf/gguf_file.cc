@@ -67,10 +67,10 @@ class Cursor {
 
   Status Need(uint64_t n, const char* what) const {
     if (n > left()) {
-      return Error(StrFormat("truncated: %s needs %llu bytes but only %llu are left", what,
-                             static_cast<unsigned long long>(n),
-                             static_cast<unsigned long long>(left())),
-                   pos_);
+      return Error(
+          StrFormat("truncated: %s needs %llu bytes but only %llu are left", what,
+                    static_cast<unsigned long long>(n), static_cast<unsigned long long>(left())),
+          pos_);
     }
     return Status::Ok();
   }
@@ -88,10 +88,10 @@ class Cursor {
     uint64_t len = 0;
     GOOSE_RETURN_IF_ERROR(Read(&len, what));
     if (len > left()) {
-      return Error(StrFormat("%s length %llu exceeds the %llu bytes left", what,
-                             static_cast<unsigned long long>(len),
-                             static_cast<unsigned long long>(left())),
-                   at);
+      return Error(
+          StrFormat("%s length %llu exceeds the %llu bytes left", what,
+                    static_cast<unsigned long long>(len), static_cast<unsigned long long>(left())),
+          at);
     }
     out->assign(reinterpret_cast<const char*>(base_ + pos_), len);
     pos_ += len;
@@ -215,7 +215,7 @@ Status Cursor::ReadArray(int depth, GgufValue* v) {
                  count_at);
   }
   if (const size_t elem_bytes = GgufScalarBytes(v->elem_type)) {  // packed as in the file
-    const uint64_t n_bytes = count * elem_bytes;  // <= left(): no overflow
+    const uint64_t n_bytes = count * elem_bytes;                  // <= left(): no overflow
     GOOSE_RETURN_IF_ERROR(Charge(n_bytes, count_at));
     v->packed.assign(base_ + pos_, base_ + pos_ + n_bytes);
     if (v->elem_type == GgufType::kBool) {
@@ -377,19 +377,42 @@ GgufValue GgufValue::At(size_t idx) const {
   }
   const uint8_t* p = packed.data() + idx * GgufScalarBytes(elem_type);
   switch (elem_type) {
-    case GgufType::kUint8: x.u = Unpack<uint8_t>(p); break;
-    case GgufType::kInt8: x.i = Unpack<int8_t>(p); break;
-    case GgufType::kUint16: x.u = Unpack<uint16_t>(p); break;
-    case GgufType::kInt16: x.i = Unpack<int16_t>(p); break;
-    case GgufType::kUint32: x.u = Unpack<uint32_t>(p); break;
-    case GgufType::kInt32: x.i = Unpack<int32_t>(p); break;
-    case GgufType::kFloat32: x.f = Unpack<float>(p); break;
-    case GgufType::kBool: x.u = Unpack<uint8_t>(p); break;
-    case GgufType::kUint64: x.u = Unpack<uint64_t>(p); break;
-    case GgufType::kInt64: x.i = Unpack<int64_t>(p); break;
-    case GgufType::kFloat64: x.f = Unpack<double>(p); break;
+    case GgufType::kUint8:
+      x.u = Unpack<uint8_t>(p);
+      break;
+    case GgufType::kInt8:
+      x.i = Unpack<int8_t>(p);
+      break;
+    case GgufType::kUint16:
+      x.u = Unpack<uint16_t>(p);
+      break;
+    case GgufType::kInt16:
+      x.i = Unpack<int16_t>(p);
+      break;
+    case GgufType::kUint32:
+      x.u = Unpack<uint32_t>(p);
+      break;
+    case GgufType::kInt32:
+      x.i = Unpack<int32_t>(p);
+      break;
+    case GgufType::kFloat32:
+      x.f = Unpack<float>(p);
+      break;
+    case GgufType::kBool:
+      x.u = Unpack<uint8_t>(p);
+      break;
+    case GgufType::kUint64:
+      x.u = Unpack<uint64_t>(p);
+      break;
+    case GgufType::kInt64:
+      x.i = Unpack<int64_t>(p);
+      break;
+    case GgufType::kFloat64:
+      x.f = Unpack<double>(p);
+      break;
     case GgufType::kString:
-    case GgufType::kArray: break;
+    case GgufType::kArray:
+      break;
   }
   return x;
 }
@@ -398,19 +421,45 @@ void GgufValue::Append(const GgufValue& e) {
   GOOSE_CHECK(type == GgufType::kArray);
   const int64_t n = e.AsInt();  // unsigned values wrap back below
   switch (elem_type) {
-    case GgufType::kUint8: Pack<uint8_t>(&packed, static_cast<uint8_t>(n)); break;
-    case GgufType::kInt8: Pack<int8_t>(&packed, static_cast<int8_t>(n)); break;
-    case GgufType::kUint16: Pack<uint16_t>(&packed, static_cast<uint16_t>(n)); break;
-    case GgufType::kInt16: Pack<int16_t>(&packed, static_cast<int16_t>(n)); break;
-    case GgufType::kUint32: Pack<uint32_t>(&packed, static_cast<uint32_t>(n)); break;
-    case GgufType::kInt32: Pack<int32_t>(&packed, static_cast<int32_t>(n)); break;
-    case GgufType::kFloat32: Pack<float>(&packed, static_cast<float>(e.AsDouble())); break;
-    case GgufType::kBool: Pack<uint8_t>(&packed, n != 0 ? 1 : 0); break;
-    case GgufType::kUint64: Pack<uint64_t>(&packed, static_cast<uint64_t>(n)); break;
-    case GgufType::kInt64: Pack<int64_t>(&packed, n); break;
-    case GgufType::kFloat64: Pack<double>(&packed, e.AsDouble()); break;
-    case GgufType::kString: strings.push_back(e.str); break;
-    case GgufType::kArray: arrays.push_back(e); break;
+    case GgufType::kUint8:
+      Pack<uint8_t>(&packed, static_cast<uint8_t>(n));
+      break;
+    case GgufType::kInt8:
+      Pack<int8_t>(&packed, static_cast<int8_t>(n));
+      break;
+    case GgufType::kUint16:
+      Pack<uint16_t>(&packed, static_cast<uint16_t>(n));
+      break;
+    case GgufType::kInt16:
+      Pack<int16_t>(&packed, static_cast<int16_t>(n));
+      break;
+    case GgufType::kUint32:
+      Pack<uint32_t>(&packed, static_cast<uint32_t>(n));
+      break;
+    case GgufType::kInt32:
+      Pack<int32_t>(&packed, static_cast<int32_t>(n));
+      break;
+    case GgufType::kFloat32:
+      Pack<float>(&packed, static_cast<float>(e.AsDouble()));
+      break;
+    case GgufType::kBool:
+      Pack<uint8_t>(&packed, n != 0 ? 1 : 0);
+      break;
+    case GgufType::kUint64:
+      Pack<uint64_t>(&packed, static_cast<uint64_t>(n));
+      break;
+    case GgufType::kInt64:
+      Pack<int64_t>(&packed, n);
+      break;
+    case GgufType::kFloat64:
+      Pack<double>(&packed, e.AsDouble());
+      break;
+    case GgufType::kString:
+      strings.push_back(e.str);
+      break;
+    case GgufType::kArray:
+      arrays.push_back(e);
+      break;
   }
 }
 
@@ -439,19 +488,32 @@ GgufValue GgufValue::I32Array(const std::vector<int32_t>& v) {
 
 std::string_view GgufTypeName(GgufType t) {
   switch (t) {
-    case GgufType::kUint8: return "uint8";
-    case GgufType::kInt8: return "int8";
-    case GgufType::kUint16: return "uint16";
-    case GgufType::kInt16: return "int16";
-    case GgufType::kUint32: return "uint32";
-    case GgufType::kInt32: return "int32";
-    case GgufType::kFloat32: return "float32";
-    case GgufType::kBool: return "bool";
-    case GgufType::kString: return "string";
-    case GgufType::kArray: return "array";
-    case GgufType::kUint64: return "uint64";
-    case GgufType::kInt64: return "int64";
-    case GgufType::kFloat64: return "float64";
+    case GgufType::kUint8:
+      return "uint8";
+    case GgufType::kInt8:
+      return "int8";
+    case GgufType::kUint16:
+      return "uint16";
+    case GgufType::kInt16:
+      return "int16";
+    case GgufType::kUint32:
+      return "uint32";
+    case GgufType::kInt32:
+      return "int32";
+    case GgufType::kFloat32:
+      return "float32";
+    case GgufType::kBool:
+      return "bool";
+    case GgufType::kString:
+      return "string";
+    case GgufType::kArray:
+      return "array";
+    case GgufType::kUint64:
+      return "uint64";
+    case GgufType::kInt64:
+      return "int64";
+    case GgufType::kFloat64:
+      return "float64";
   }
   return "unknown";
 }
@@ -546,10 +608,10 @@ Status GgufFile::Parse() {
   // A key-value pair takes at least 8 (key length) + 4 (type) + 1 bytes; a tensor entry at least
   // 8 (name length) + 4 (n_dims) + 8 (one dim) + 4 (type) + 8 (offset).
   if (n_kv > c.left() / 13) {
-    return c.Error(StrFormat("metadata count %llu cannot fit in the %llu bytes left",
-                             static_cast<unsigned long long>(n_kv),
-                             static_cast<unsigned long long>(c.left())),
-                   n_kv_at);
+    return c.Error(
+        StrFormat("metadata count %llu cannot fit in the %llu bytes left",
+                  static_cast<unsigned long long>(n_kv), static_cast<unsigned long long>(c.left())),
+        n_kv_at);
   }
   if (n_tensors > c.left() / 32) {
     return c.Error(StrFormat("tensor count %llu cannot fit in the %llu bytes left",
@@ -587,9 +649,9 @@ Status GgufFile::Parse() {
     GOOSE_RETURN_IF_ERROR(c.Charge(v.str.size(), type_at));
     if (key == "general.alignment") {
       if (!v.is_integer()) {
-        return c.Error("general.alignment must be an integer, not " +
-                           std::string(GgufTypeName(v.type)),
-                       type_at);
+        return c.Error(
+            "general.alignment must be an integer, not " + std::string(GgufTypeName(v.type)),
+            type_at);
       }
       if (v.AsInt() <= 0 || !IsPowerOfTwo(static_cast<uint64_t>(v.AsInt()))) {
         return c.Error(StrFormat("general.alignment %lld is not a power of two",
@@ -627,9 +689,8 @@ Status GgufFile::Parse() {
       uint64_t ne = 0;
       GOOSE_RETURN_IF_ERROR(c.Read(&ne, "dimension"));
       if (ne == 0 || ne > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-        return c.Error(StrFormat("dimension %u is %lld (must be > 0)", d,
-                                 static_cast<long long>(ne)),
-                       dim_at);
+        return c.Error(
+            StrFormat("dimension %u is %lld (must be > 0)", d, static_cast<long long>(ne)), dim_at);
       }
       if (static_cast<int64_t>(ne) > std::numeric_limits<int64_t>::max() / n_elem) {
         return c.Error("element count overflows int64", dim_at);
@@ -645,8 +706,7 @@ Status GgufFile::Parse() {
     info.dtype = static_cast<DType>(type_id);
     if (info.dims[0] % dt.block_size != 0) {
       return c.Error(StrFormat("ne[0] = %lld is not a multiple of the %s block size %lld",
-                               static_cast<long long>(info.dims[0]),
-                               std::string(dt.name).c_str(),
+                               static_cast<long long>(info.dims[0]), std::string(dt.name).c_str(),
                                static_cast<long long>(dt.block_size)),
                      type_at);
     }

@@ -53,10 +53,10 @@ size_t GgufScalarBytes(GgufType t);
 // nested arrays one GgufValue each.
 struct GgufValue {
   GgufType type = GgufType::kUint32;
-  uint64_t u = 0;      // unsigned integer types and bool
-  int64_t i = 0;       // signed integer types
-  double f = 0;        // float32 / float64
-  std::string str;     // string
+  uint64_t u = 0;                          // unsigned integer types and bool
+  int64_t i = 0;                           // signed integer types
+  double f = 0;                            // float32 / float64
+  std::string str;                         // string
   GgufType elem_type = GgufType::kUint32;  // arrays only
   std::vector<uint8_t> packed;       // [size() * GgufScalarBytes(elem_type)] number/bool elements
   std::vector<std::string> strings;  // [size()] string elements
@@ -97,7 +97,7 @@ struct GgufTensorInfo {
   std::string name;
   std::vector<int64_t> dims;  // ne[0] first: ne[0] is the contiguous (row) dimension
   DType dtype = DType::kF32;
-  uint64_t offset = 0;        // relative to the start of the data section
+  uint64_t offset = 0;  // relative to the start of the data section
   uint64_t n_bytes = 0;
   const uint8_t* data = nullptr;  // into the mapping
 
@@ -129,7 +129,7 @@ class GgufFile {
   const GgufValue* Find(std::string_view key) const;
   // Typed look-ups: nullopt if absent or of an incompatible type.
   std::optional<int64_t> GetInt(std::string_view key) const;
-  std::optional<double> GetFloat(std::string_view key) const;   // int or float types
+  std::optional<double> GetFloat(std::string_view key) const;  // int or float types
   std::optional<std::string> GetString(std::string_view key) const;
   const GgufValue* GetArray(std::string_view key) const;  // a value of type kArray
 

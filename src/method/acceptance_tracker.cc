@@ -47,8 +47,8 @@ void AcceptanceTracker::Recompute() {
     double prior = kSpinePrior[c];
     model_.spine[c][0] = prior;
     for (int d = 1; d <= kD; ++d) {
-      const double p = (spine_accepted_[c][d] + kPriorWeight * prior) /
-                       (spine_reached_[c][d] + kPriorWeight);
+      const double p =
+          (spine_accepted_[c][d] + kPriorWeight * prior) / (spine_reached_[c][d] + kPriorWeight);
       model_.spine[c][d] = p;
       prior = p;
     }
@@ -85,8 +85,8 @@ std::string AcceptanceTracker::Save() const {
 
 Status AcceptanceTracker::Load(std::string_view bytes) {
   if (bytes.size() != kTrackerBytes) {
-    return Status::Error(StrFormat("acceptance counts: %zu bytes, expected %zu", bytes.size(),
-                                   kTrackerBytes));
+    return Status::Error(
+        StrFormat("acceptance counts: %zu bytes, expected %zu", bytes.size(), kTrackerBytes));
   }
   std::vector<int64_t> v(kTrackerBytes / sizeof(int64_t));
   std::memcpy(v.data(), bytes.data(), kTrackerBytes);

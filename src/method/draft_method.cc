@@ -19,8 +19,7 @@ class DraftChainDrafter : public Drafter {
     runner_.Begin(prompt);
     open_ = false;
   }
-  void ObservePrefill(std::span<const int32_t> prompt, int i0, int i1,
-                      const ScoredRows&) override {
+  void ObservePrefill(std::span<const int32_t> prompt, int i0, int i1, const ScoredRows&) override {
     runner_.ObservePrefill(prompt, i0, i1, nullptr);
   }
   void Commit(std::span<const int32_t> tokens) override { runner_.Commit(tokens); }

@@ -52,11 +52,11 @@ Status CheckDraftModel(const Model& target, const Model& draft, int n_ctx) {
         nd, nt, nt, Quoted(d.TokenToPiece(nt)).c_str()));
   }
   if (draft.config().n_vocab != nd) {
-    return Status::Error(StrFormat("the draft model has %d output rows for %d tokens",
-                                   draft.config().n_vocab, nd));
+    return Status::Error(
+        StrFormat("the draft model has %d output rows for %d tokens", draft.config().n_vocab, nd));
   }
-  const int need = std::min(n_ctx, target.config().n_ctx_train > 0 ? target.config().n_ctx_train
-                                                                    : n_ctx);
+  const int need =
+      std::min(n_ctx, target.config().n_ctx_train > 0 ? target.config().n_ctx_train : n_ctx);
   if (draft.config().n_ctx_train > 0 && draft.config().n_ctx_train < need) {
     return Status::Error(StrFormat(
         "the draft model's context length is %d tokens, shorter than the request's %d (lower -c "
@@ -92,14 +92,13 @@ void DraftTopK(const float* logits, int n_vocab, int k, std::vector<DraftToken>*
   }
   for (int i = 0; i < k; ++i) {
     if (ids[i] < 0) break;
-    out->push_back({ids[i], static_cast<float>(std::exp(static_cast<double>(logits[ids[i]]) - top) /
-                                               sum)});
+    out->push_back(
+        {ids[i], static_cast<float>(std::exp(static_cast<double>(logits[ids[i]]) - top) / sum)});
   }
 }
 
 double NowSeconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 DraftRunner::DraftRunner(Context& ctx, int shortlist) : ctx_(ctx) {
@@ -168,8 +167,7 @@ void DraftRunner::TopK(int pid, int k, std::vector<DraftToken>* out) const {
   for (DraftToken& d : *out) d.token = ctx_.logit_token(d.token);
 }
 
-void DraftRunner::ObservePrefill(std::span<const int32_t> prompt, int i0, int i1,
-                                 DraftWork* work) {
+void DraftRunner::ObservePrefill(std::span<const int32_t> prompt, int i0, int i1, DraftWork* work) {
   if (ctx_.n_past() != i0) return;  // an earlier chunk failed: the first catch-up feeds it all
   const double t0 = NowSeconds();
   for (int b = i0; b < i1; b += kCatchUpChunk) {
@@ -213,10 +211,9 @@ bool DraftRunner::BeginCycle(DraftWork* work, std::span<const int32_t> extra,
     }
   }
   const int chain = n_seq - from;
-  const int n_extra =
-      ok && chain + static_cast<int>(extra.size()) <= ctx_.n_ctx() - from
-          ? static_cast<int>(extra.size())
-          : 0;
+  const int n_extra = ok && chain + static_cast<int>(extra.size()) <= ctx_.n_ctx() - from
+                          ? static_cast<int>(extra.size())
+                          : 0;
   std::vector<int32_t> tokens(seq_.begin() + from, seq_.end()), parents(chain);
   for (int i = 0; i < chain; ++i) parents[i] = i - 1;
   for (int i = 0; i < n_extra; ++i) {

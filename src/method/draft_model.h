@@ -87,8 +87,7 @@ class DraftRunner {
   int next_pid() const { return n_pending_; }
   // One draft pass over `tokens`, whose parents are pids (earlier pending nodes, or nodes of
   // this pass before them). Returns the pid of tokens[0], or -1 if there is no room for it.
-  int Score(std::span<const int32_t> tokens, std::span<const int32_t> parent_pids,
-            DraftWork* work);
+  int Score(std::span<const int32_t> tokens, std::span<const int32_t> parent_pids, DraftWork* work);
   // Logits of a pid scored by the last pass (BeginCycle or Score): [n_logits()], column j
   // scoring token ctx.logit_token(j).
   const float* logits(int pid) const;
@@ -114,9 +113,9 @@ class DraftRunner {
   std::vector<int32_t> unseen_;     // columns of tokens not seen, the highest id last (lazily:
   std::vector<uint8_t> is_unseen_;  // a column in unseen_ whose flag is 0 was seen since)
   size_t listed_ = 0;               // seq_ tokens already in the shortlist
-  int n_chain_ = 0;        // catch-up chain of the current cycle (0: no cycle open)
-  int n_pending_ = 0;      // pending nodes of the current cycle
-  int last_pass_pid_ = 0;  // first pid of the last pass
+  int n_chain_ = 0;                 // catch-up chain of the current cycle (0: no cycle open)
+  int n_pending_ = 0;               // pending nodes of the current cycle
+  int last_pass_pid_ = 0;           // first pid of the last pass
   int n_extra_ = 0;
 };
 

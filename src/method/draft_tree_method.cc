@@ -13,8 +13,7 @@ class DraftTreeDrafter : public Drafter {
       : grower_(mode, GrowParams{.shortlist = env.draft_shortlist}, *env.draft_ctx, learned,
                 nullptr) {}
   void Begin(std::span<const int32_t> prompt) override { grower_.Begin(prompt); }
-  void ObservePrefill(std::span<const int32_t> prompt, int i0, int i1,
-                      const ScoredRows&) override {
+  void ObservePrefill(std::span<const int32_t> prompt, int i0, int i1, const ScoredRows&) override {
     grower_.ObservePrefill(prompt, i0, i1);
   }
   Proposal Propose(const CycleInput& in) override { return grower_.Propose(in); }
@@ -36,9 +35,7 @@ class DraftTreeMethodImpl : public Method {
            "cumulative draft probability, fixed depth (+prune: dynamic-depth pruning)";
   }
   std::vector<std::string> modifiers() const override { return {"prune"}; }
-  std::vector<std::string> variants() const override {
-    return {"draft-tree", "draft-tree+prune"};
-  }
+  std::vector<std::string> variants() const override { return {"draft-tree", "draft-tree+prune"}; }
   int DefaultBudget(const SpecParams&) const override { return 32; }
   bool needs_draft_model() const override { return true; }
   // +prune values its nodes by calibrated acceptance and sizes its tree on the cost curve; the

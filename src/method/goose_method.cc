@@ -4,13 +4,13 @@
 //   requests (+noextras: without the unigram-row extra candidates);
 // - paper (+paper): Algorithm 1 and the routes of docs/methods.md §3.6 exactly as GOOSE's
 //   reference code, with its spine-acceptance EMA and a per-request table.
+#include "budget/cycle_rate.h"
+#include "budget/value_calibration.h"
 #include "draft/context_matcher.h"
 #include "draft/prediction_matcher.h"
 #include "method/acceptance_tracker.h"
-#include "budget/cycle_rate.h"
 #include "method/draft_model.h"
 #include "method/table_drafter.h"
-#include "budget/value_calibration.h"
 #include "tree/best_first_builder.h"
 #include "tree/spine_ema.h"
 #include "tree/tree_builders.h"
@@ -54,8 +54,8 @@ class GoosePaperDrafter : public GooseDrafterBase {
       const ContextMatcher::Spine spine = matcher_.ProposeSpine();
       GooseParams goose;
       goose.base_budget = in.budget;
-      p.tree = BuildSpineTree(in.anchor, in.anchor_prev, spine.tokens, spine.confidence,
-                              spine_ema_, table_, goose);
+      p.tree = BuildSpineTree(in.anchor, in.anchor_prev, spine.tokens, spine.confidence, spine_ema_,
+                              table_, goose);
       p.route = TreeRoute(p.tree);
     } else {
       const ContextMatch m = matcher_.Propose();
@@ -171,11 +171,11 @@ class GooseTunedDrafter : public GooseDrafterBase {
 
  private:
   TunedLearned& learned_;
-  PredictionMatcher prediction_;  // empty without a prediction
-  std::vector<double> values_;  // of the last proposed tree's nodes (root = 1)
+  PredictionMatcher prediction_;    // empty without a prediction
+  std::vector<double> values_;      // of the last proposed tree's nodes (root = 1)
   std::vector<double> node_scale_;  // the value calibration the last tree was sized with
   bool unigram_extras_;
-  int spine_class_ = -1;  // match class of the last proposed tree (-1: none)
+  int spine_class_ = -1;     // match class of the last proposed tree (-1: none)
   double cycle_start_ = -1;  // when the open cycle's Propose began (-1: none open)
 };
 

@@ -47,16 +47,15 @@ double GraftAcceptance::Table(int tier, float score, bool overruled) const {
 
 double GraftAcceptance::DraftTop() const { return draft_top_.Rate(0.6); }
 
-void GraftAcceptance::RecordDraft(float p, bool context_agrees, bool table_agrees,
-                                  bool accepted) {
+void GraftAcceptance::RecordDraft(float p, bool context_agrees, bool table_agrees, bool accepted) {
   Count& c = draft_[context_agrees][table_agrees][Bin(p)];
   ++c.reached;
   c.accepted += accepted;
 }
 
 void GraftAcceptance::RecordContext(int cls, int depth, bool overruled, bool accepted) {
-  Count& c = context_[overruled][std::clamp(cls, 0, kContextClasses - 1)]
-                     [std::clamp(depth, 1, kCtxDepth)];
+  Count& c =
+      context_[overruled][std::clamp(cls, 0, kContextClasses - 1)][std::clamp(depth, 1, kCtxDepth)];
   ++c.reached;
   c.accepted += accepted;
 }
@@ -163,8 +162,15 @@ void GraftAcceptance::Scale(double factor) {
 }
 
 std::string DraftTiming::Save() const {
-  const double v[9] = {cycle.seconds, cycle.tokens, static_cast<double>(passes),
-                       static_cast<double>(cycle.cycles), n_, sr_, st_, srr_, srt_};
+  const double v[9] = {cycle.seconds,
+                       cycle.tokens,
+                       static_cast<double>(passes),
+                       static_cast<double>(cycle.cycles),
+                       n_,
+                       sr_,
+                       st_,
+                       srr_,
+                       srt_};
   return std::string(reinterpret_cast<const char*>(v), sizeof(v));
 }
 

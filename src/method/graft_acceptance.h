@@ -6,17 +6,17 @@
 // - draft: by the draft model's probability for the token (10 bins), split by whether the
 //   context match and whether the table proposed the same token too ("agree");
 // - context: by match class (0 = consensus match at the root, 1 = other match at the root, 2 =
-//   a match looked up below the root, 3 = the request's prediction at the root) and position in the match's continuation (1..32, deeper
-//   positions share the last bucket); a sparse deep bucket borrows its prior from the one
-//   before, as tuned GOOSE's spine does;
+//   a match looked up below the root, 3 = the request's prediction at the root) and position in the
+//   match's continuation (1..32, deeper positions share the last bucket); a sparse deep bucket
+//   borrows its prior from the one before, as tuned GOOSE's spine does;
 // - table: by list tier (0 bigram, 1 unigram extra, 2 unigram without bigram) and score bin;
 // - context and table apart by whether the draft model scored the parent and left the token
 //   out of its top-k ("overruled": the draft's disagreement is evidence) or never scored it;
 // - draft_top: the draft's most likely child of a node (for "is another pass worth it").
 // Priors: a draft token is accepted about as often as the draft believes it (0.9 p; p with one
 // source agreeing, 1.1 p with both, at most 1), a context
-// continuation like GOOSE's spine (0.8 / 0.6 / 0.5; a prediction 0.9), a table candidate at half its score; an
-// overruled one at a quarter of that.
+// continuation like GOOSE's spine (0.8 / 0.6 / 0.5; a prediction 0.9), a table candidate at half
+// its score; an overruled one at a quarter of that.
 //
 // DraftTiming: what a draft pass costs as a line in the rows it scores, t(r) = a + b r, fitted
 // by least squares over exponentially decayed sums (weight 1/32 per new pass; a single row size

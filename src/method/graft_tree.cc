@@ -211,8 +211,7 @@ std::vector<int> TreeGrower::Select(int budget, Pick pick, int32_t anchor_prev,
   std::priority_queue<HeapItem, std::vector<HeapItem>, Lower> heap;
   int64_t seq = 0;
   // Pruning cuts the draft tree at the floor; grafting fills every slot it can.
-  const double floor =
-      mode_ != GrowMode::kDense && pick == Pick::kDraftOnly ? params_.floor : 0.0;
+  const double floor = mode_ != GrowMode::kDense && pick == Pick::kDraftOnly ? params_.floor : 0.0;
   auto eligible = [&](const Node& n) {
     switch (pick) {
       case Pick::kDraftOnly:
@@ -367,16 +366,16 @@ size_t TreeGrower::CostSize(const std::vector<int>& sel, const std::vector<CostS
 
 std::vector<int> TreeGrower::RootGuesses(const CycleInput& in) {
   const std::vector<int> root = {0};
-  const std::vector<int> sel = Select(params_.root_guesses + 1, Pick::kGraftFill, in.anchor_prev,
-                                      &root);
+  const std::vector<int> sel =
+      Select(params_.root_guesses + 1, Pick::kGraftFill, in.anchor_prev, &root);
   const DraftTiming& timing = learned_.timing;
   const double row_tokens = timing.TokensPerSecond() * timing.RowSeconds();
   const double a_top = learned_.acceptance.DraftTop();
   std::vector<int> out;
   for (size_t k = 1; k < sel.size(); ++k) {
     const int u = sel[k];
-    const bool parent_in = pool_[u].parent == 0 ||
-                           std::find(out.begin(), out.end(), pool_[u].parent) != out.end();
+    const bool parent_in =
+        pool_[u].parent == 0 || std::find(out.begin(), out.end(), pool_[u].parent) != out.end();
     if (parent_in && value_[u] * a_top - params_.floor > row_tokens) out.push_back(u);
   }
   return out;
@@ -478,8 +477,8 @@ Proposal TreeGrower::Propose(const CycleInput& in) {
     }
   }
   // Under --budget auto the slots are those of the size the cost curve chose.
-  const int slots = in.cost != nullptr && mode_ != GrowMode::kDense ? static_cast<int>(sel.size())
-                                                                    : in.budget;
+  const int slots =
+      in.cost != nullptr && mode_ != GrowMode::kDense ? static_cast<int>(sel.size()) : in.budget;
   p.work.pruned_slots = std::max(0, slots - 1 - draft_nodes);
   p.work.seconds = NowSeconds() - cycle_start_;
   cycle_open_ = true;

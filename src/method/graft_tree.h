@@ -13,14 +13,15 @@
 //   per draft-probability bin (GraftAcceptance), i.e. the draft's confidence calibrated. After
 //   each pass the best tree is chosen; a node under `floor` takes no slot (the branch is cut),
 //   and a tree node not yet scored is worth scoring only if its expected best child,
-//   value x P(top child accepted), beats the weakest node it would displace (and the floor). Drafting stops when no node is worth it, or when the pass's
-//   expected gain in tokens is worth less than its measured time at the measured tokens/s.
+//   value x P(top child accepted), beats the weakest node it would displace (and the floor).
+//   Drafting stops when no node is worth it, or when the pass's expected gain in tokens is worth
+//   less than its measured time at the measured tokens/s.
 // - kGraft: kPrune where every node's retrieved children compete with the draft's in one
 //   best-first tree over the three sources, valued by acceptance measured per source, depth
 //   and confidence, and the tree takes `budget` nodes whatever their value (the floor only
-//   decides what is worth drafting). Retrieval thus also decides when drafting stops (a trusted match fills the
-//   slots, and no draft pass beats it), and a draft pass may score retrieved nodes (a whole
-//   match continuation in one pass) to draft below them. The root pass itself (the draft's
+//   decides what is worth drafting). Retrieval thus also decides when drafting stops (a trusted
+//   match fills the slots, and no draft pass beats it), and a draft pass may score retrieved nodes
+//   (a whole match continuation in one pass) to draft below them. The root pass itself (the draft's
 //   catch-up) scores the best retrieved guesses below the root too (up to root_guesses, by the
 //   same worth rule), so when the draft agrees with them it has drafted two levels in one pass.
 // - kGraftPaper (the paper's sequential prune-then-graft): the kPrune tree first; then the
@@ -43,13 +44,13 @@
 #include <span>
 #include <vector>
 
+#include "budget/value_calibration.h"
 #include "draft/context_matcher.h"
 #include "draft/prediction_matcher.h"
 #include "draft/transition_table.h"
 #include "method/draft_model.h"
 #include "method/graft_acceptance.h"
 #include "method/method.h"
-#include "budget/value_calibration.h"
 #include "tree/size_cut.h"
 
 namespace goose {
@@ -57,12 +58,12 @@ namespace goose {
 enum class GrowMode : uint8_t { kDense, kPrune, kGraft, kGraftPaper };
 
 struct GrowParams {
-  int top_k = 8;            // draft children per scored node
-  int dense_depth = 6;      // kDense: draft passes (root pass included)
-  int dense_width = 8;      // kDense: nodes scored per pass
-  int max_passes = 12;      // pruning modes: draft passes per cycle, root pass included
-  int max_rows = 16;        // pruning modes: nodes one pass scores
-  double floor = 0.05;      // pruning modes: a node worth less takes no slot
+  int top_k = 8;        // draft children per scored node
+  int dense_depth = 6;  // kDense: draft passes (root pass included)
+  int dense_width = 8;  // kDense: nodes scored per pass
+  int max_passes = 12;  // pruning modes: draft passes per cycle, root pass included
+  int max_rows = 16;    // pruning modes: nodes one pass scores
+  double floor = 0.05;  // pruning modes: a node worth less takes no slot
   int max_depth = 32;
   int max_fresh_matches = 6;  // graft modes: context look-ups below the root per cycle
   int root_guesses = 4;       // kGraft: retrieved nodes scored in the root pass
@@ -92,7 +93,9 @@ class TreeGrower {
 
   void Begin(std::span<const int32_t> prompt);
   // The request's prediction: while the output follows it, it is the root's context match.
-  void SetPrediction(std::span<const int32_t> prediction) { prediction_ = PredictionMatcher(prediction); }
+  void SetPrediction(std::span<const int32_t> prediction) {
+    prediction_ = PredictionMatcher(prediction);
+  }
   void ObservePrefill(std::span<const int32_t> prompt, int i0, int i1);
   void Commit(std::span<const int32_t> tokens);
   Proposal Propose(const CycleInput& in);
@@ -104,10 +107,10 @@ class TreeGrower {
     int32_t token = -1;
     int parent = -1;
     int depth = 0;
-    int pid = -1;  // draft pending id once the draft scored it
+    int pid = -1;      // draft pending id once the draft scored it
     double cum_p = 1;  // product of draft probabilities on the path (kDense's value)
     float draft_p = 0;
-    int draft_rank = -1;  // >= 0: the draft proposed it
+    int draft_rank = -1;               // >= 0: the draft proposed it
     int ctx_class = 0, ctx_depth = 0;  // ctx_depth >= 1: a context match proposed it
     int match = -1, match_pos = -1;    // its match continuation and its index there
     int table_tier = -1;               // >= 0: the table proposed it
@@ -160,7 +163,7 @@ class TreeGrower {
   int fresh_matches_ = 0;
   const std::vector<CostSample>* cut_cost_ = nullptr;  // this cycle's curve (kPrune, kGraft)
   double cut_rate_ = 0;  // the cut's rate: CycleInput::rate, else the timed cycles'
-  
+
   // The open cycle: tree node -> pool node, and when Propose began.
   std::vector<int> tree_pool_;
   bool cycle_open_ = false;

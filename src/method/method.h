@@ -110,8 +110,8 @@ class ContextRows : public ScoredRows {
 struct Learned {
   virtual ~Learned() = default;
   std::mutex mu;
-  SpecStats stats;         // every verified cycle of this variant so far
-  BudgetHistory budgets;   // what the cycles at each auto-chosen budget delivered
+  SpecStats stats;                         // every verified cycle of this variant so far
+  BudgetHistory budgets;                   // what the cycles at each auto-chosen budget delivered
   std::unique_ptr<TransitionTable> table;  // null for methods without one
   // A method's own learned state beyond these, as bytes (engine/learned_cache.h persists it).
   // LoadExtra gets what SaveExtra wrote, possibly by another build: it checks everything and
@@ -205,8 +205,7 @@ class Method {
   // requests at once under a shared lock. False: one at a time.
   virtual bool propose_reads_only() const { return false; }
   // The variant's learned state; the default holds the stats and, for table methods, a table.
-  virtual std::unique_ptr<Learned> NewLearned(const SpecParams& spec,
-                                              const DrafterEnv& env) const;
+  virtual std::unique_ptr<Learned> NewLearned(const SpecParams& spec, const DrafterEnv& env) const;
   virtual std::unique_ptr<Drafter> NewDrafter(const SpecParams& spec, Learned& learned,
                                               const DrafterEnv& env) const = 0;
 

@@ -33,7 +33,7 @@ class PldDrafter : public Drafter {
 
  private:
   ContextMatcher matcher_{MatcherParams{.ngram_sizes = {3, 2, 1}}};  // prompt + committed tokens
-  PredictionMatcher prediction_;  // empty without a prediction
+  PredictionMatcher prediction_;                                     // empty without a prediction
 };
 
 class Pld : public Method {

@@ -21,9 +21,8 @@ const Method& GraftMethod();
 
 const std::vector<const Method*>& Methods() {
   static const std::vector<const Method*> kMethods = {
-      &PlainMethod(), &PldMethod(),     &TrMethod(),
-      &BalancedMethod(), &SequoiaMethod(), &GooseMethod(),
-      &DraftChainMethod(), &DraftTreeMethod(), &GraftMethod(),
+      &PlainMethod(), &PldMethod(),        &TrMethod(),        &BalancedMethod(), &SequoiaMethod(),
+      &GooseMethod(), &DraftChainMethod(), &DraftTreeMethod(), &GraftMethod(),
   };
   return kMethods;
 }
@@ -55,7 +54,8 @@ bool SpecParams::Has(std::string_view modifier) const {
 
 std::vector<std::string> Method::variants() const {
   std::vector<std::string> out = {name()};
-  if (uses_table()) out.push_back(std::string(name()) + (KeepsTableByDefault({}) ? "+cold" : "+keep"));
+  if (uses_table())
+    out.push_back(std::string(name()) + (KeepsTableByDefault({}) ? "+cold" : "+keep"));
   return out;
 }
 
@@ -68,8 +68,8 @@ bool Method::KeepsTable(const SpecParams& spec) const {
 std::unique_ptr<Learned> Method::NewLearned(const SpecParams& spec, const DrafterEnv& env) const {
   auto learned = std::make_unique<Learned>();
   if (uses_table()) {
-    learned->table = std::make_unique<TransitionTable>(env.vocab_size(), 10, 16, true,
-                                                       env.target_fingerprint);
+    learned->table =
+        std::make_unique<TransitionTable>(env.vocab_size(), 10, 16, true, env.target_fingerprint);
   }
   return learned;
 }

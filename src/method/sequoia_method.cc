@@ -14,7 +14,7 @@ constexpr int64_t kResolveEvery = 16;  // cycles
 // Per-rank acceptance from the variant's statistics, blended with a prior worth kPriorParents
 // reached parents so the first trees are sensible.
 std::vector<double> RankAcceptance(const SpecStats& s) {
-  static constexpr double kPrior[kRanks] = {0.35, 0.12, 0.06, 0.04, 0.03,
+  static constexpr double kPrior[kRanks] = {0.35, 0.12,  0.06, 0.04, 0.03,
                                             0.02, 0.015, 0.01, 0.01, 0.01};
   constexpr double kPriorParents = 20;
   const double n = static_cast<double>(s.branch_parents_reached);

@@ -35,9 +35,9 @@ class Tr : public Method {
   std::unique_ptr<Learned> NewLearned(const SpecParams&, const DrafterEnv& env) const override {
     auto learned = std::make_unique<Learned>();
     // TR's reference table is unigram-only.
-    learned->table = std::make_unique<TransitionTable>(env.vocab_size(), 10, 16,
-                                                       /*use_bigram=*/false,
-                                                       env.target_fingerprint);
+    learned->table =
+        std::make_unique<TransitionTable>(env.vocab_size(), 10, 16,
+                                          /*use_bigram=*/false, env.target_fingerprint);
     return learned;
   }
   std::unique_ptr<Drafter> NewDrafter(const SpecParams& spec, Learned& learned,

@@ -31,12 +31,22 @@ int QueriesPerTask(const LlamaConfig& c) {
 template <class T>
 class HeadTask {
  public:
-  HeadTask(const LlamaConfig& c, const AttentionSequence& s, int layer, int window, int g,
-           int i0, int i1, const float* q, float* out, float* scores, int width,
-           const void** anc)
-      : c_(c), s_(s), window_(window), g_(g), i0_(i0), i1_(i1), group_(c.n_head / c.n_head_kv),
-        kv_dim_(c.n_head_kv * c.head_dim), q_dim_(c.n_head * c.head_dim), q_(q), out_(out),
-        scores_(scores), width_(width), anc_(reinterpret_cast<const T**>(anc)),
+  HeadTask(const LlamaConfig& c, const AttentionSequence& s, int layer, int window, int g, int i0,
+           int i1, const float* q, float* out, float* scores, int width, const void** anc)
+      : c_(c),
+        s_(s),
+        window_(window),
+        g_(g),
+        i0_(i0),
+        i1_(i1),
+        group_(c.n_head / c.n_head_kv),
+        kv_dim_(c.n_head_kv * c.head_dim),
+        q_dim_(c.n_head * c.head_dim),
+        q_(q),
+        out_(out),
+        scores_(scores),
+        width_(width),
+        anc_(reinterpret_cast<const T**>(anc)),
         k_head_(static_cast<const T*>(s.k_cache) + layer * s.layer_stride +
                 static_cast<size_t>(g) * c.head_dim),
         v_head_(static_cast<const T*>(s.v_cache) + layer * s.layer_stride +
@@ -68,9 +78,7 @@ class HeadTask {
   int FirstKey(int i) const {
     return window_ == 0 ? 0 : std::clamp(s_.n_past + Depth(i) - window_ + 1, 0, s_.n_past);
   }
-  int FirstAncestor(int i) const {
-    return window_ == 0 ? 0 : std::max(0, Depth(i) + 1 - window_);
-  }
+  int FirstAncestor(int i) const { return window_ == 0 ? 0 : std::max(0, Depth(i) + 1 - window_); }
   // Query i's pending ancestors and itself, root first, as rows of `head` (depth order is
   // position order, whichever pass and slot each came from); returns how many.
   int Ancestors(int i, const T* head) const {
@@ -88,8 +96,8 @@ class HeadTask {
       for (int m = 0; m < rows(); ++m) {
         const int j = std::max(j0, FirstKey(query_of(m)));
         if (j >= j1) continue;
-        DotBatch(Query(m), k_head_ + static_cast<size_t>(j) * kv_dim_, kv_dim_, j1 - j,
-                 c_.head_dim, c_.attn_scale, Scores(m) + j);
+        DotBatch(Query(m), k_head_ + static_cast<size_t>(j) * kv_dim_, kv_dim_, j1 - j, c_.head_dim,
+                 c_.attn_scale, Scores(m) + j);
       }
     }
   }
@@ -199,9 +207,7 @@ void PassAttention::Run(int layer, int window, const float* q, float* out, Threa
   if (pool == nullptr || n_threads == 1 || work_ < kMinParallelAttention) {
     return RunTasks(layer, window, q, out, 0, n_tasks, 0);
   }
-  pool->Run([&](int t, int) {
-    RunTasks(layer, window, q, out, split_[t], split_[t + 1], t);
-  });
+  pool->Run([&](int t, int) { RunTasks(layer, window, q, out, split_[t], split_[t + 1], t); });
 }
 
 void PassAttention::RunTasks(int layer, int window, const float* q, float* out, int t0, int t1,
@@ -213,8 +219,7 @@ void PassAttention::RunTasks(int layer, int window, const float* q, float* out, 
     const Task& t = tasks_[k];
     const AttentionSequence& s = seqs_[t.seq];
     if (s.kv_type == KvType::kF16) {
-      HeadTask<uint16_t>(c_, s, layer, window, t.g, t.i0, t.i1, q, out, scores, width_, anc)
-          .Run();
+      HeadTask<uint16_t>(c_, s, layer, window, t.g, t.i0, t.i1, q, out, scores, width_, anc).Run();
     } else {
       HeadTask<float>(c_, s, layer, window, t.g, t.i0, t.i1, q, out, scores, width_, anc).Run();
     }

@@ -23,8 +23,8 @@ namespace goose {
 struct AttentionSequence {
   const void* k_cache = nullptr;  // [n_layer, n_ctx, kv_dim]: layer l at l * layer_stride
   const void* v_cache = nullptr;
-  KvType kv_type = KvType::kF16;  // their elements
-  size_t layer_stride = 0;        // in elements
+  KvType kv_type = KvType::kF16;     // their elements
+  size_t layer_stride = 0;           // in elements
   const int32_t* parents = nullptr;  // its pending nodes [base + n]: parent, depth
   const int32_t* depth = nullptr;
   int n_past = 0;  // committed keys
@@ -53,13 +53,13 @@ class PassAttention {
   const LlamaConfig& c_;
   std::span<const AttentionSequence> seqs_;
   std::vector<Task> tasks_;
-  std::vector<int64_t> costs_;  // per task: the keys its queries see
-  std::vector<int> split_;  // thread t runs tasks [split_[t], split_[t + 1])
-  int64_t work_ = 0;        // multiply-adds of the whole pass (below a bound: one thread)
-  int width_ = 0;           // scores per row: the most keys a row of the pass may see
-  int anc_width_ = 0;       // ancestors per row at most
-  AlignedVector<float> scores_;        // [n_threads, block * group, width_]
-  std::vector<const void*> anc_;       // [n_threads, anc_width_]
+  std::vector<int64_t> costs_;    // per task: the keys its queries see
+  std::vector<int> split_;        // thread t runs tasks [split_[t], split_[t + 1])
+  int64_t work_ = 0;              // multiply-adds of the whole pass (below a bound: one thread)
+  int width_ = 0;                 // scores per row: the most keys a row of the pass may see
+  int anc_width_ = 0;             // ancestors per row at most
+  AlignedVector<float> scores_;   // [n_threads, block * group, width_]
+  std::vector<const void*> anc_;  // [n_threads, anc_width_]
 };
 
 }  // namespace goose

@@ -15,9 +15,9 @@ namespace goose {
 
 struct ContextState {
   KvType kv_type = KvType::kF16;
-  int kv_dim = 0;                // n_head_kv * head_dim
-  size_t layer_stride = 0;       // elements per layer of each cache: n_ctx * kv_dim
-  size_t row_bytes = 0;          // one slot of one layer: kv_dim elements
+  int kv_dim = 0;           // n_head_kv * head_dim
+  size_t layer_stride = 0;  // elements per layer of each cache: n_ctx * kv_dim
+  size_t row_bytes = 0;     // one slot of one layer: kv_dim elements
   // [n_layer, n_ctx, kv_dim] elements each, in mappings of their own: a slot is always written
   // before it is read, so nothing is zero-filled up front, and the pages of a context's unused
   // tail are never touched (a 4096-token cache costs a short prompt nothing).
@@ -42,7 +42,7 @@ struct ContextState {
   bool pending_is_chain = false;  // ... and they form one chain (KeepAll may commit it)
   int n_pending = 0;              // pending nodes, in slots [n_past, n_past + n_pending)
 
-  std::vector<int32_t> chain;          // ForwardChain's parents
+  std::vector<int32_t> chain;           // ForwardChain's parents
   std::unique_ptr<BatchPass> own_pass;  // Context::Forward's (made on first use)
   // The last pass's logits: n_batch rows of n_logits, readable while the BatchPass that
   // scored them lives (logits_owner, its pass counter) and has run no other pass since.

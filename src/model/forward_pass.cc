@@ -64,7 +64,7 @@ struct PassSequence {
   int row0 = 0, n = 0;  // its rows [row0, row0 + n) of the pass
   int base = 0;         // pending nodes of earlier passes: row i is pending node base + i
   int n_past = 0;
-  bool chain = false;   // its pending nodes form one chain after the pass
+  bool chain = false;    // its pending nodes form one chain after the pass
   size_t logits_at = 0;  // its logits, [n, n_logits], at this offset of the pass's buffer
   int n_logits = 0;
 };
@@ -76,25 +76,26 @@ Status ValidateRows(const SequenceRows& s, const std::string& what) {
   const int base = s.extend ? ctx.n_pending() : 0;
   if (s.tokens.empty()) return Status::Error(what + ": empty batch");
   if (s.parents.size() != s.tokens.size()) {
-    return Status::Error(StrFormat("%s: %zu tokens but %zu parents", what.c_str(),
-                                   s.tokens.size(), s.parents.size()));
+    return Status::Error(StrFormat("%s: %zu tokens but %zu parents", what.c_str(), s.tokens.size(),
+                                   s.parents.size()));
   }
   if (s.tokens.size() > static_cast<size_t>(ctx.n_ctx() - ctx.n_past() - base)) {
-    return Status::Error(StrFormat("%s: batch of %zu tokens does not fit: n_past %d + %d pending "
-                                   "+ %zu > n_ctx %d",
-                                   what.c_str(), s.tokens.size(), ctx.n_past(), base,
-                                   s.tokens.size(), ctx.n_ctx()));
+    return Status::Error(
+        StrFormat("%s: batch of %zu tokens does not fit: n_past %d + %d pending "
+                  "+ %zu > n_ctx %d",
+                  what.c_str(), s.tokens.size(), ctx.n_past(), base, s.tokens.size(), ctx.n_ctx()));
   }
   for (int i = 0; i < static_cast<int>(s.tokens.size()); ++i) {
     if (s.tokens[i] < 0 || s.tokens[i] >= n_vocab) {
-      return Status::Error(StrFormat("%s: token %d at batch index %d is outside the "
-                                     "vocabulary [0, %d)",
-                                     what.c_str(), s.tokens[i], i, n_vocab));
+      return Status::Error(
+          StrFormat("%s: token %d at batch index %d is outside the "
+                    "vocabulary [0, %d)",
+                    what.c_str(), s.tokens[i], i, n_vocab));
     }
     if (s.parents[i] < -1 || s.parents[i] >= base + i) {
-      return Status::Error(StrFormat(
-          "%s: parents[%d] = %d, expected -1 or an earlier pending node (< %d)", what.c_str(), i,
-          s.parents[i], base + i));
+      return Status::Error(
+          StrFormat("%s: parents[%d] = %d, expected -1 or an earlier pending node (< %d)",
+                    what.c_str(), i, s.parents[i], base + i));
     }
   }
   return Status::Ok();
@@ -121,7 +122,10 @@ bool AddPending(ContextState& st, int base, std::span<const int32_t> parents) {
 
 struct BatchPass::Impl {
   Impl(const Model& m, ThreadPool* p)
-      : model(m), c(m.config()), pool(p), q_dim(c.n_head * c.head_dim),
+      : model(m),
+        c(m.config()),
+        pool(p),
+        q_dim(c.n_head * c.head_dim),
         kv_dim(c.n_head_kv * c.head_dim),
         rope_swa_differs(c.n_swa > 0 && (c.rope_freq_base_swa != c.rope_freq_base ||
                                          c.rope_freq_scale_swa != c.rope_freq_scale)),
@@ -154,16 +158,16 @@ struct BatchPass::Impl {
   PassAttention attention;
   // Scratch for the largest pass so far (grown, never shrunk: steady state allocates nothing).
   int capacity = 0;
-  AlignedVector<float> x;       // [rows, n_embd] residual stream
-  AlignedVector<float> xn;      // [rows, max(n_embd, q_dim)] normed input / attention output
-  AlignedVector<float> q;       // [rows, q_dim]
-  AlignedVector<float> k, v;    // [rows, kv_dim] the rows' keys and values before storing
-  AlignedVector<float> tmp;     // [rows, n_embd]
-  AlignedVector<float> gate;    // [rows, n_ff]
-  AlignedVector<float> up;      // [rows, n_ff]
-  AlignedVector<float> rope;    // [rows, n_rot]: cos[n_rot/2] then sin[n_rot/2]
+  AlignedVector<float> x;         // [rows, n_embd] residual stream
+  AlignedVector<float> xn;        // [rows, max(n_embd, q_dim)] normed input / attention output
+  AlignedVector<float> q;         // [rows, q_dim]
+  AlignedVector<float> k, v;      // [rows, kv_dim] the rows' keys and values before storing
+  AlignedVector<float> tmp;       // [rows, n_embd]
+  AlignedVector<float> gate;      // [rows, n_ff]
+  AlignedVector<float> up;        // [rows, n_ff]
+  AlignedVector<float> rope;      // [rows, n_rot]: cos[n_rot/2] then sin[n_rot/2]
   AlignedVector<float> rope_swa;  // [rows, n_rot]: the same for window layers' own base
-  AlignedVector<float> logits;  // per sequence [n, n_logits], one after the other
+  AlignedVector<float> logits;    // per sequence [n, n_logits], one after the other
 };
 
 void BatchPass::Impl::Grow(size_t n_logits) {
@@ -199,8 +203,7 @@ void BatchPass::Impl::Positions() {
     const float* factors = s.st->rope_factors;
     angles(pos, factors, c.rope_freq_base, c.rope_freq_scale, Row(rope, r, c.n_rot));
     if (rope_swa_differs) {
-      angles(pos, factors, c.rope_freq_base_swa, c.rope_freq_scale_swa,
-             Row(rope_swa, r, c.n_rot));
+      angles(pos, factors, c.rope_freq_base_swa, c.rope_freq_scale_swa, Row(rope_swa, r, c.n_rot));
     }
   }
 }
@@ -319,7 +322,8 @@ void BatchPass::Impl::Logits() {
 }
 
 BatchPass::BatchPass(const Model& model, ThreadPool* pool)
-    : model_(model), serial_(std::make_shared<uint64_t>(0)),
+    : model_(model),
+      serial_(std::make_shared<uint64_t>(0)),
       impl_(std::make_unique<Impl>(model, pool)) {}
 
 BatchPass::~BatchPass() = default;
@@ -350,14 +354,16 @@ Status BatchPass::Validate(std::span<const SequenceRows> seqs, const char* singl
     const Context* ctx = seqs[s].ctx;
     if (ctx == nullptr) return Status::Error(what + ": no Context");
     if (&ctx->model() != &model_) {
-      return Status::Error(what + ": its Context is of another model than the pass's (a pass "
-                                  "runs one model)");
+      return Status::Error(what +
+                           ": its Context is of another model than the pass's (a pass "
+                           "runs one model)");
     }
     for (size_t t = 0; t < s; ++t) {
       if (seqs[t].ctx == ctx) {
-        return Status::Error(StrFormat("%s: its Context is also sequence %zu's (a sequence "
-                                       "appears at most once per pass)",
-                                       what.c_str(), t));
+        return Status::Error(
+            StrFormat("%s: its Context is also sequence %zu's (a sequence "
+                      "appears at most once per pass)",
+                      what.c_str(), t));
       }
     }
     GOOSE_RETURN_IF_ERROR(ValidateRows(seqs[s], what));
@@ -380,8 +386,8 @@ void BatchPass::Plan(std::span<const SequenceRows> seqs) {
     const int n = static_cast<int>(seqs[s].tokens.size());
     const int base = seqs[s].extend ? ctx.n_pending() : 0;
     const bool chain = AddPending(st, base, seqs[s].parents);
-    p.seqs.push_back({&ctx, &st, seqs[s].tokens, rows, n, base, ctx.n_past_, chain, n_logits,
-                      ctx.n_logits()});
+    p.seqs.push_back(
+        {&ctx, &st, seqs[s].tokens, rows, n, base, ctx.n_past_, chain, n_logits, ctx.n_logits()});
     p.attn_seqs.push_back({st.k_cache, st.v_cache, st.kv_type, st.layer_stride, st.parents.data(),
                            st.depth.data(), ctx.n_past_, base, n, rows});
     p.row_seq.insert(p.row_seq.end(), n, static_cast<int32_t>(s));

@@ -23,9 +23,8 @@ class KeyReader {
   const GgufValue* Find(std::string_view suffix) const { return gguf_.Find(Key(suffix)); }
 
   Status Error(std::string_view key, const std::string& what) const {
-    return Status::Error(
-        StrFormat("%s: key '%.*s' %s", gguf_.path().c_str(), static_cast<int>(key.size()),
-                  key.data(), what.c_str()));
+    return Status::Error(StrFormat("%s: key '%.*s' %s", gguf_.path().c_str(),
+                                   static_cast<int>(key.size()), key.data(), what.c_str()));
   }
 
   // An integer in [min, kMaxDim] (min 1: positive; 0: zero allowed); `fallback` < 0 means the
@@ -108,10 +107,10 @@ Status ReadRopeScaling(const KeyReader& r, LlamaConfig* c) {
     } else if (longrope) {
       GOOSE_RETURN_IF_ERROR(r.Float("rope.scaling.factor", false, &factor));
     } else if (t->str != "none") {
-      return r.Error(r.Key("rope.scaling.type"),
-                     StrFormat("is '%s': unsupported (supported: none, linear%s)",
-                               EscapeForMessage(t->str).c_str(),
-                               c->arch == "phi3" ? ", longrope" : ""));
+      return r.Error(
+          r.Key("rope.scaling.type"),
+          StrFormat("is '%s': unsupported (supported: none, linear%s)",
+                    EscapeForMessage(t->str).c_str(), c->arch == "phi3" ? ", longrope" : ""));
     }
   } else if (r.Find("rope.scale_linear") != nullptr) {  // older converters
     GOOSE_RETURN_IF_ERROR(r.Float("rope.scale_linear", true, &factor));
@@ -132,9 +131,9 @@ Status ReadSwaPattern(const KeyReader& r, int default_period, LlamaConfig* c) {
   if (v != nullptr && v->type == GgufType::kArray) {
     if (v->size() != static_cast<size_t>(c->n_layer) ||
         !(v->elem_type == GgufType::kBool || v->At(0).is_integer())) {
-      return r.Error(key, StrFormat("is an array of %zu %s, expected %d flags (one per layer)",
-                                    v->size(), std::string(GgufTypeName(v->elem_type)).c_str(),
-                                    c->n_layer));
+      return r.Error(
+          key, StrFormat("is an array of %zu %s, expected %d flags (one per layer)", v->size(),
+                         std::string(GgufTypeName(v->elem_type)).c_str(), c->n_layer));
     }
     for (int l = 0; l < c->n_layer; ++l) c->swa_layers[l] = v->At(l).AsInt() != 0;
     return Status::Ok();
@@ -155,8 +154,8 @@ Status ReadGemma(const KeyReader& r, LlamaConfig* c) {
   c->ffn_act = FfnActivation::kGeluTanh;
   c->qk_norm = !gemma2;
   const bool size_27b = c->n_layer == (gemma2 ? 46 : 62);
-  c->attn_scale = 1.0f / std::sqrt(static_cast<float>(
-                             size_27b ? c->n_embd / c->n_head : c->head_dim));
+  c->attn_scale =
+      1.0f / std::sqrt(static_cast<float>(size_27b ? c->n_embd / c->n_head : c->head_dim));
   if (gemma2) {
     c->attn_softcap = 50.0f;
     c->final_softcap = 30.0f;
@@ -216,9 +215,9 @@ StatusOr<LlamaConfig> LlamaConfig::FromGguf(const GgufFile& gguf) {
   int value_length = 0;
   GOOSE_RETURN_IF_ERROR(r.Int("attention.value_length", c.head_dim, &value_length));
   if (value_length != c.head_dim) {
-    return r.Error(r.Key("attention.value_length"),
-                   StrFormat("= %d differs from key_length %d (unsupported)", value_length,
-                             c.head_dim));
+    return r.Error(
+        r.Key("attention.value_length"),
+        StrFormat("= %d differs from key_length %d (unsupported)", value_length, c.head_dim));
   }
   if (c.n_head % c.n_head_kv != 0) {
     return r.Error(r.Key("attention.head_count_kv"),
@@ -226,9 +225,9 @@ StatusOr<LlamaConfig> LlamaConfig::FromGguf(const GgufFile& gguf) {
   }
   GOOSE_RETURN_IF_ERROR(r.Int("rope.dimension_count", c.head_dim, &c.n_rot));
   if (c.n_rot > c.head_dim || c.n_rot % 2 != 0) {
-    return r.Error(r.Key("rope.dimension_count"),
-                   StrFormat("= %d must be even and at most the head size %d", c.n_rot,
-                             c.head_dim));
+    return r.Error(
+        r.Key("rope.dimension_count"),
+        StrFormat("= %d must be even and at most the head size %d", c.n_rot, c.head_dim));
   }
   if (c.arch == "qwen3" && c.n_rot != c.head_dim) {  // as llama.cpp asserts
     return r.Error(r.Key("rope.dimension_count"),
@@ -258,9 +257,9 @@ StatusOr<LlamaConfig> LlamaConfig::FromGguf(const GgufFile& gguf) {
     c.n_vocab = static_cast<int>(std::min<int64_t>(e->dims[1], kMaxDim + 1));
   }
   if (c.n_vocab <= 0 || c.n_vocab > kMaxDim) {
-    return Status::Error(StrFormat(
-        "%s: key 'tokenizer.ggml.tokens': cannot determine a valid vocabulary size (%d)", file,
-        c.n_vocab));
+    return Status::Error(
+        StrFormat("%s: key 'tokenizer.ggml.tokens': cannot determine a valid vocabulary size (%d)",
+                  file, c.n_vocab));
   }
   // gemma2's head is always the embedding (llama.cpp reads no output.weight for it: a file
   // with one is refused as an unused tensor).

@@ -50,10 +50,10 @@ struct LlamaConfig {
   int n_layer = 0;
   int n_head = 0;
   int n_head_kv = 0;
-  int head_dim = 0;   // n_embd / n_head unless `attention.key_length` says otherwise
+  int head_dim = 0;  // n_embd / n_head unless `attention.key_length` says otherwise
   int n_ff = 0;
   int n_ctx_train = 0;
-  int n_rot = 0;      // rotary dims (<= head_dim)
+  int n_rot = 0;  // rotary dims (<= head_dim)
   float rope_freq_base = 10000.0f;
   float rope_freq_scale = 1.0f;  // 1 / rope.scaling.factor for linear scaling
   float rms_eps = 1e-5f;
@@ -72,11 +72,11 @@ struct LlamaConfig {
   // Sliding-window attention: on the layers with swa_layers[l] = 1, a query at position p
   // sees the keys at positions > p - n_swa (itself and the n_swa - 1 before it). 0 = none.
   int n_swa = 0;
-  std::vector<uint8_t> swa_layers;  // [n_layer]
+  std::vector<uint8_t> swa_layers;      // [n_layer]
   float rope_freq_base_swa = 10000.0f;  // RoPE of the window layers
   float rope_freq_scale_swa = 1.0f;
   float rope_attn_factor = 1.0f;  // rope.scaling.attn_factor: RoPE's cos and sin are scaled by it
-  int n_ctx_orig = 0;  // rope.scaling.original_context_length (default n_ctx_train)
+  int n_ctx_orig = 0;             // rope.scaling.original_context_length (default n_ctx_train)
 
   bool is_swa(int layer) const { return n_swa > 0 && swa_layers[layer] != 0; }
 

@@ -53,8 +53,7 @@ class TensorReader {
         StrFormat("%s: tensor '%s' %s", gguf_.path().c_str(), name.c_str(), what.c_str()));
   }
 
-  StatusOr<const GgufTensorInfo*> Find(const std::string& name,
-                                       const std::vector<int64_t>& dims) {
+  StatusOr<const GgufTensorInfo*> Find(const std::string& name, const std::vector<int64_t>& dims) {
     const GgufTensorInfo* t = gguf_.FindTensor(name);
     if (t == nullptr) return Error(name, "is missing");
     used_.insert(name);
@@ -153,9 +152,8 @@ uint64_t ForwardScratchBytes(const LlamaConfig& config, int n_batch) {
   // Per row (forward_pass.cc's BatchPass::Impl): x, tmp [n_embd]; xn [max(n_embd, q_dim)];
   // q [q_dim]; k, v [kv_dim]; gate, up [n_ff]; logits [n_vocab]; rope, rope_swa [n_rot]; and
   // a few int32 indices.
-  const uint64_t floats = 2ull * config.n_embd + std::max<uint64_t>(config.n_embd, q_dim) +
-                          q_dim + 2 * kv_dim + 2ull * config.n_ff + config.n_vocab +
-                          2ull * config.n_rot;
+  const uint64_t floats = 2ull * config.n_embd + std::max<uint64_t>(config.n_embd, q_dim) + q_dim +
+                          2 * kv_dim + 2ull * config.n_ff + config.n_vocab + 2ull * config.n_rot;
   return static_cast<uint64_t>(std::max(n_batch, 0)) * (floats * sizeof(float) + 16);
 }
 
@@ -219,8 +217,8 @@ WeightMatrix RowRange(const WeightMatrix& w, int64_t first, int64_t n) {
 }
 
 // Q, K, V (and their biases) of layer prefix `p`: separate tensors, or one attn_qkv.
-Status LoadQkv(const GgufFile& gguf, const LlamaConfig& c, const std::string& p,
-               TensorReader& r, LayerWeights* L) {
+Status LoadQkv(const GgufFile& gguf, const LlamaConfig& c, const std::string& p, TensorReader& r,
+               LayerWeights* L) {
   const int64_t q_dim = static_cast<int64_t>(c.n_head) * c.head_dim;
   const int64_t kv_dim = static_cast<int64_t>(c.n_head_kv) * c.head_dim;
   if (gguf.FindTensor(p + "attn_qkv.weight") != nullptr) {
@@ -238,8 +236,8 @@ Status LoadQkv(const GgufFile& gguf, const LlamaConfig& c, const std::string& p,
     return Status::Ok();
   }
   if (gguf.FindTensor(p + "attn_q.weight") == nullptr) {
-    return r.Error(p + "attn_q.weight", "is missing (and there is no fused " + p +
-                                            "attn_qkv.weight either)");
+    return r.Error(p + "attn_q.weight",
+                   "is missing (and there is no fused " + p + "attn_qkv.weight either)");
   }
   GOOSE_ASSIGN_OR_RETURN(L->wq, r.Matrix(p + "attn_q.weight", q_dim, c.n_embd));
   GOOSE_ASSIGN_OR_RETURN(L->wk, r.Matrix(p + "attn_k.weight", kv_dim, c.n_embd));
@@ -264,8 +262,7 @@ Status LoadLayer(const GgufFile& gguf, const LlamaConfig& c, int l, TensorReader
   }
   GOOSE_ASSIGN_OR_RETURN(L->wo, r.Matrix(p + "attn_output.weight", c.n_embd, q_dim));
   if (c.post_norms) {
-    GOOSE_ASSIGN_OR_RETURN(L->attn_post_norm,
-                           r.Vector(p + "post_attention_norm.weight", c.n_embd));
+    GOOSE_ASSIGN_OR_RETURN(L->attn_post_norm, r.Vector(p + "post_attention_norm.weight", c.n_embd));
     GOOSE_ASSIGN_OR_RETURN(L->ffn_post_norm, r.Vector(p + "post_ffw_norm.weight", c.n_embd));
   }
   GOOSE_ASSIGN_OR_RETURN(L->ffn_norm, r.Vector(p + "ffn_norm.weight", c.n_embd));

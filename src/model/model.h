@@ -58,10 +58,10 @@
 namespace goose {
 
 struct LayerWeights {
-  WeightMatrix wq, wk, wv, wo;     // [n_head*head_dim, n_embd], [n_head_kv*head_dim, n_embd], ..
-  const float* bq = nullptr;       // Q/K/V biases [n_head*head_dim] (null when absent)
-  const float* bk = nullptr;       // [n_head_kv*head_dim]
-  const float* bv = nullptr;       // [n_head_kv*head_dim]
+  WeightMatrix wq, wk, wv, wo;        // [n_head*head_dim, n_embd], [n_head_kv*head_dim, n_embd], ..
+  const float* bq = nullptr;          // Q/K/V biases [n_head*head_dim] (null when absent)
+  const float* bk = nullptr;          // [n_head_kv*head_dim]
+  const float* bv = nullptr;          // [n_head_kv*head_dim]
   WeightMatrix w_gate, w_up, w_down;  // [n_ff, n_embd], [n_ff, n_embd], [n_embd, n_ff]
   const float* attn_norm = nullptr;   // [n_embd]
   const float* ffn_norm = nullptr;    // [n_embd]
@@ -106,11 +106,11 @@ class Model {
   WeightMatrix token_embd_, output_;
   const float* output_norm_ = nullptr;
   const float* rope_freqs_ = nullptr;
-  const float* rope_long_ = nullptr;   // phi3 LongRoPE factors
+  const float* rope_long_ = nullptr;  // phi3 LongRoPE factors
   const float* rope_short_ = nullptr;
   std::vector<LayerWeights> layers_;
   std::vector<std::vector<float>> owned_f32_;  // norms/biases converted to f32 if stored otherwise
-  std::unique_ptr<LargeBuffer> tiles_;  // the tiled matrices (TileMatrices), or null
+  std::unique_ptr<LargeBuffer> tiles_;         // the tiled matrices (TileMatrices), or null
   uint64_t weight_bytes_ = 0;
 };
 
@@ -180,8 +180,7 @@ class Context {
 
  private:
   friend class BatchPass;
-  Status ForwardOwn(std::span<const int32_t> tokens, std::span<const int32_t> parents,
-                    bool extend);
+  Status ForwardOwn(std::span<const int32_t> tokens, std::span<const int32_t> parents, bool extend);
   const Model& model_;
   ThreadPool* pool_;
   int n_ctx_ = 0;

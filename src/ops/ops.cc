@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "ops/cpu_features.h"
-#include "ops/qmatmul_internal.h"
 #include "ops/qmatmul.h"
+#include "ops/qmatmul_internal.h"
 #include "ops/quant.h"
 #include "util/aligned.h"
 #include "util/check.h"
@@ -61,9 +61,9 @@ namespace kern_avx2 {
 static void ToF16(const float* x, int n, uint16_t* out) {
   int i = 0;
   for (; i + 8 <= n; i += 8) {
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i),
-                     _mm256_cvtps_ph(_mm256_loadu_ps(x + i),
-                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    _mm_storeu_si128(
+        reinterpret_cast<__m128i*>(out + i),
+        _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
   }
   kern_base::ToF16(x + i, n - i, out + i);
 }
@@ -161,20 +161,21 @@ struct Kernels {
   int (*first_above)(const float*, int, float);
 };
 
-#define GOOSE_KERNELS(ns) \
-  Kernels {                                                                        \
-    ns::Dot, ns::DotRowsTokens, ns::Axpy, ns::DotBatch, ns::AxpyRows, ns::DotGather,    \
-        ns::AxpyGather, ns::DotBatchF16, ns::AxpyRowsF16, ns::DotGatherF16,                \
-        ns::AxpyGatherF16, ns::ToF16, ns::Softmax, ns::SwiGlu, ns::GeluGlu, ns::SoftCap, ns::ConvertF16, \
-        ns::ConvertBF16, ns::DequantQ8_0, ns::FirstAbove }
+#define GOOSE_KERNELS(ns)                                                                      \
+  Kernels {                                                                                    \
+    ns::Dot, ns::DotRowsTokens, ns::Axpy, ns::DotBatch, ns::AxpyRows, ns::DotGather,           \
+        ns::AxpyGather, ns::DotBatchF16, ns::AxpyRowsF16, ns::DotGatherF16, ns::AxpyGatherF16, \
+        ns::ToF16, ns::Softmax, ns::SwiGlu, ns::GeluGlu, ns::SoftCap, ns::ConvertF16,          \
+        ns::ConvertBF16, ns::DequantQ8_0, ns::FirstAbove                                       \
+  }
 const Kernels kKernels[] = {GOOSE_KERNELS(kern_base), GOOSE_KERNELS(kern_avx2),
                             GOOSE_KERNELS(kern_avx512)};
 #undef GOOSE_KERNELS
 
 // The f32 kernels have no AMX code: that level runs their AVX-512 build.
 const Kernels& Active() {
-  const int level = std::min(static_cast<int>(ActiveCpuLevel()),
-                             static_cast<int>(CpuLevel::kAvx512));
+  const int level =
+      std::min(static_cast<int>(ActiveCpuLevel()), static_cast<int>(CpuLevel::kAvx512));
   return kKernels[level];
 }
 
@@ -207,8 +208,8 @@ void ConvertRow(const Kernels& k, const WeightMatrix& w, int64_t row, float* out
   }
 }
 
-void MatMulRows(const Kernels& k, const WeightMatrix& w, const float* x, int n_tokens,
-                float* out, int64_t r0, int64_t r1) {
+void MatMulRows(const Kernels& k, const WeightMatrix& w, const float* x, int n_tokens, float* out,
+                int64_t r0, int64_t r1) {
   thread_local AlignedVector<float> scratch;
   const int cols = static_cast<int>(w.cols);
   if (w.dtype != DType::kF32 && scratch.size() < static_cast<size_t>(kRowBlock * cols)) {
@@ -246,8 +247,7 @@ namespace {
 std::atomic<bool> g_timer_on{false};
 std::atomic<int64_t> g_timer_ns{0};
 
-void MatMulImpl(const WeightMatrix& w, const float* x, int n_tokens, float* out,
-                ThreadPool* pool);
+void MatMulImpl(const WeightMatrix& w, const float* x, int n_tokens, float* out, ThreadPool* pool);
 }  // namespace
 
 void EnableMatMulTimer(bool on) {
@@ -264,10 +264,10 @@ void Timed(F&& f) {
   if (!g_timer_on.load(std::memory_order_relaxed)) return f();
   const auto t0 = std::chrono::steady_clock::now();
   f();
-  g_timer_ns.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                           std::chrono::steady_clock::now() - t0)
-                           .count(),
-                       std::memory_order_relaxed);
+  g_timer_ns.fetch_add(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
+          .count(),
+      std::memory_order_relaxed);
 }
 }  // namespace
 
@@ -306,8 +306,7 @@ void MatMulShared(const WeightMatrix* const* w, int n_w, const float* x, int n_t
 }
 
 namespace {
-void MatMulImpl(const WeightMatrix& w, const float* x, int n_tokens, float* out,
-                ThreadPool* pool) {
+void MatMulImpl(const WeightMatrix& w, const float* x, int n_tokens, float* out, ThreadPool* pool) {
   if (n_tokens <= 0 || w.rows <= 0) return;
   if (IsIntDotType(w.dtype)) {
     QMatMul(w, x, n_tokens, out, pool, IntKernelFor(ActiveCpuLevel()));
@@ -320,9 +319,8 @@ void MatMulImpl(const WeightMatrix& w, const float* x, int n_tokens, float* out,
     return;
   }
   // Threads split output rows only; each row's reduction is the same whatever the split.
-  pool->ParallelFor(w.rows, [&](int64_t r0, int64_t r1) {
-    MatMulRows(k, w, x, n_tokens, out, r0, r1);
-  });
+  pool->ParallelFor(w.rows,
+                    [&](int64_t r0, int64_t r1) { MatMulRows(k, w, x, n_tokens, out, r0, r1); });
 }
 }  // namespace
 
@@ -362,13 +360,12 @@ void AxpyGather(const float* w, const float* const* rows, int n_rows, int n, flo
   Active().axpy_gather(w, rows, n_rows, n, out);
 }
 
-void DotBatch(const float* q, const uint16_t* keys, int64_t stride, int n_keys, int n,
-              float scale, float* out) {
+void DotBatch(const float* q, const uint16_t* keys, int64_t stride, int n_keys, int n, float scale,
+              float* out) {
   Active().dot_batch_f16(q, keys, stride, n_keys, n, scale, out);
 }
 
-void AxpyRows(const float* w, const uint16_t* rows, int64_t stride, int n_rows, int n,
-              float* out) {
+void AxpyRows(const float* w, const uint16_t* rows, int64_t stride, int n_rows, int n, float* out) {
   Active().axpy_rows_f16(w, rows, stride, n_rows, n, out);
 }
 

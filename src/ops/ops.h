@@ -107,10 +107,9 @@ void DotGather(const float* q, const float* const* keys, int n_keys, int n, floa
 void AxpyGather(const float* w, const float* const* rows, int n_rows, int n, float* out);
 // The four over an f16 KV cache: each half converted exactly to f32 as it loads, then the f32
 // kernels' operations, so a row scores the same whichever level or call reads it.
-void DotBatch(const float* q, const uint16_t* keys, int64_t stride, int n_keys, int n,
-              float scale, float* out);
-void AxpyRows(const float* w, const uint16_t* rows, int64_t stride, int n_rows, int n,
+void DotBatch(const float* q, const uint16_t* keys, int64_t stride, int n_keys, int n, float scale,
               float* out);
+void AxpyRows(const float* w, const uint16_t* rows, int64_t stride, int n_rows, int n, float* out);
 void DotGather(const float* q, const uint16_t* const* keys, int n_keys, int n, float scale,
                float* out);
 void AxpyGather(const float* w, const uint16_t* const* rows, int n_rows, int n, float* out);

@@ -89,12 +89,9 @@ struct IntDTypePaths {
 constexpr int kAll = 1 << 30;
 constexpr IntDTypePaths kIntPaths[] = {
     // dtype       avx2_direct vnni_direct amx_direct in_place pairs_from
-    {DType::kQ8_0, 16,         4,          4,         kAll,    8},
-    {DType::kQ4_0, 4,          8,          8,         kAll,    8},
-    {DType::kQ5_0, 8,          8,          8,         8,       8},
-    {DType::kQ4_K, 8,          4,          8,         16,      0},
-    {DType::kQ5_K, 0,          0,          0,         0,       0},
-    {DType::kQ6_K, 8,          1,          1,         0,       0},
+    {DType::kQ8_0, 16, 4, 4, kAll, 8}, {DType::kQ4_0, 4, 8, 8, kAll, 8},
+    {DType::kQ5_0, 8, 8, 8, 8, 8},     {DType::kQ4_K, 8, 4, 8, 16, 0},
+    {DType::kQ5_K, 0, 0, 0, 0, 0},     {DType::kQ6_K, 8, 1, 1, 0, 0},
 };
 
 const IntDTypePaths& PathsOf(DType t) {
@@ -138,7 +135,7 @@ IntPlan PlanFor(IntKernel kernel, DType dtype, WeightLayout layout, int n) {
       plan.path = rows && n <= p.avx2_direct ? TilePath::kAvx2Direct : TilePath::kAvx2;
       break;
     case IntKernel::kAvx512Vnni:
-      plan.path = !rows                 ? TilePath::kAvx512Tiles
+      plan.path = !rows                ? TilePath::kAvx512Tiles
                   : n <= p.vnni_direct ? TilePath::kAvx512Direct
                                        : TilePath::kAvx512;
       plan.pairs = plan.path != TilePath::kAvx512Direct && p.pairs_from > 0 && n >= p.pairs_from;
@@ -155,9 +152,8 @@ IntPlan PlanFor(IntKernel kernel, DType dtype, WeightLayout layout, int n) {
 // tokens, the direct kernels on full tiles; with AMX, the tile multiplies on full tiles; amx:
 // the activations packed for them). `follow`: the first tile of this thread's next run (-1:
 // none), so that the prefetch ahead continues into it.
-void RunTiles(const WeightMatrix& wm, const Fmt& f, const Act& a, const qmm::AmxAct* amx,
-              int n_tok, float* out, const IntPlan& plan, int64_t tile0, int64_t tile1,
-              int64_t follow) {
+void RunTiles(const WeightMatrix& wm, const Fmt& f, const Act& a, const qmm::AmxAct* amx, int n_tok,
+              float* out, const IntPlan& plan, int64_t tile0, int64_t tile1, int64_t follow) {
   if (plan.path == TilePath::kAvx512Tiles) {
     return RunTiled(wm, f, a, n_tok, out, tile0, tile1, follow, plan.in_place, plan.pairs);
   }
@@ -234,10 +230,14 @@ bool IsIntDotType(DType t) { return GetDTypeSupport(t).int_dot; }
 
 const char* IntKernelName(IntKernel kernel) {
   switch (kernel) {
-    case IntKernel::kScalar: return "scalar";
-    case IntKernel::kAvx2: return "avx2";
-    case IntKernel::kAvx512Vnni: return "avx512-vnni";
-    case IntKernel::kAmx: return "amx";
+    case IntKernel::kScalar:
+      return "scalar";
+    case IntKernel::kAvx2:
+      return "avx2";
+    case IntKernel::kAvx512Vnni:
+      return "avx512-vnni";
+    case IntKernel::kAmx:
+      return "amx";
   }
   return "?";
 }
@@ -312,9 +312,8 @@ void QMatMulShared(const WeightMatrix* const* ws, int n_w, const float* x, int n
       if (g0 >= first[i + 1]) continue;
       const int64_t e = std::min(g1, first[i + 1]);
       // The prefetch continues into `follow` only inside the same matrix.
-      const int64_t f_local = e == g1 && follow >= first[i] && follow < first[i + 1]
-                                  ? follow - first[i]
-                                  : -1;
+      const int64_t f_local =
+          e == g1 && follow >= first[i] && follow < first[i + 1] ? follow - first[i] : -1;
       RunTiles(*ws[i], f, a, amx_act, n_tokens, outs[i], plan, g0 - first[i], e - first[i],
                f_local);
       g0 = e;

@@ -52,16 +52,16 @@ inline __attribute__((always_inline)) void Transpose16x16(__m512i* r) {
   // r[4q + j], 128-bit lane L: dword 4L + j of rows 4q..4q+3.
 #pragma GCC unroll 4
   for (int j = 0; j < 4; ++j) {
-    t[j] = _mm512_shuffle_i32x4(r[j], r[4 + j], 0x88);       // lanes 0, 2 of rows 0-7
-    t[4 + j] = _mm512_shuffle_i32x4(r[j], r[4 + j], 0xDD);   // lanes 1, 3
+    t[j] = _mm512_shuffle_i32x4(r[j], r[4 + j], 0x88);      // lanes 0, 2 of rows 0-7
+    t[4 + j] = _mm512_shuffle_i32x4(r[j], r[4 + j], 0xDD);  // lanes 1, 3
     t[8 + j] = _mm512_shuffle_i32x4(r[8 + j], r[12 + j], 0x88);
     t[12 + j] = _mm512_shuffle_i32x4(r[8 + j], r[12 + j], 0xDD);
   }
 #pragma GCC unroll 4
   for (int j = 0; j < 4; ++j) {
-    r[j] = _mm512_shuffle_i32x4(t[j], t[8 + j], 0x88);        // dword j
-    r[8 + j] = _mm512_shuffle_i32x4(t[j], t[8 + j], 0xDD);    // dword 8 + j
-    r[4 + j] = _mm512_shuffle_i32x4(t[4 + j], t[12 + j], 0x88);  // dword 4 + j
+    r[j] = _mm512_shuffle_i32x4(t[j], t[8 + j], 0x88);            // dword j
+    r[8 + j] = _mm512_shuffle_i32x4(t[j], t[8 + j], 0xDD);        // dword 8 + j
+    r[4 + j] = _mm512_shuffle_i32x4(t[4 + j], t[12 + j], 0x88);   // dword 4 + j
     r[12 + j] = _mm512_shuffle_i32x4(t[4 + j], t[12 + j], 0xDD);  // dword 12 + j
   }
 }
@@ -232,7 +232,7 @@ void UnpackTile(DType t, const uint8_t* src, int64_t rb, int cols, WeightTile* w
         const __m512 d = LoadF16x16(blk + 208, rb);  // (a gather would read past the block)
         _mm512_storeu_ps(&w->d[b * 16], d);
         _mm512_storeu_ps(&w->dmin[b * 16], d);
-        __m512i sc[16];  // int8 scales, sign-extended
+        __m512i sc[16];          // int8 scales, sign-extended
         __m512i scale_words[4];  // the 16 int8 scales of the 16 rows, 4 per dword
         Transpose16x4(blk + 192, rb, scale_words);
         for (int k = 0; k < 4; ++k) {
@@ -243,10 +243,10 @@ void UnpackTile(DType t, const uint8_t* src, int64_t rb, int cols, WeightTile* w
           }
         }
         for (int p = 0; p < 8; ++p) {  // m = 32 * sc as int16 pairs
-          _mm512_storeu_si512(&w->mnp[(b * 8 + p) * 16],
-                              _mm512_or_si512(
-                                  _mm512_and_si512(_mm512_slli_epi32(sc[2 * p], 5), m16),
-                                  _mm512_slli_epi32(sc[2 * p + 1], 21)));
+          _mm512_storeu_si512(
+              &w->mnp[(b * 8 + p) * 16],
+              _mm512_or_si512(_mm512_and_si512(_mm512_slli_epi32(sc[2 * p], 5), m16),
+                              _mm512_slli_epi32(sc[2 * p + 1], 21)));
         }
       }
       const __m256i m3 = _mm256_set1_epi8(3);
@@ -315,9 +315,9 @@ void ConfigureTiles() {
 // Stores C tile `t` to the 16 x 16 int32 block at `c`. Unlike _tile_stored (whose asm clobbers
 // all memory, so the float accumulators would be spilled around every store) the asm names the
 // exact memory it writes.
-#define GOOSE_TILE_STORE(t, c)                                          \
-  __asm__ volatile("tilestored %%tmm" #t ", (%1,%2,1)"                  \
-                   : "=m"(*reinterpret_cast<int32_t(*)[256]>(c))        \
+#define GOOSE_TILE_STORE(t, c)                                   \
+  __asm__ volatile("tilestored %%tmm" #t ", (%1,%2,1)"           \
+                   : "=m"(*reinterpret_cast<int32_t(*)[256]>(c)) \
                    : "r"(c), "r"(64L))
 
 // One group's integer dot products into a C tile, in two steps so that the multiply of the
@@ -332,17 +332,26 @@ inline void TileIssue(const uint8_t* a, int64_t a_stride, const int8_t* b) {
     _tile_zero(0);
     _tile_loadd(1, a, a_stride);
     _tile_loadd(2, b, 64);
-    if constexpr (kSigned) _tile_dpbssd(0, 1, 2); else _tile_dpbusd(0, 1, 2);
+    if constexpr (kSigned)
+      _tile_dpbssd(0, 1, 2);
+    else
+      _tile_dpbusd(0, 1, 2);
   } else if constexpr (kSet == 1) {
     _tile_zero(3);
     _tile_loadd(4, a, a_stride);
     _tile_loadd(5, b, 64);
-    if constexpr (kSigned) _tile_dpbssd(3, 4, 5); else _tile_dpbusd(3, 4, 5);
+    if constexpr (kSigned)
+      _tile_dpbssd(3, 4, 5);
+    else
+      _tile_dpbusd(3, 4, 5);
   } else {
     _tile_zero(0);
     _tile_loadd(6, a, a_stride);
     _tile_loadd(7, b, 64);
-    if constexpr (kSigned) _tile_dpbssd(0, 6, 7); else _tile_dpbusd(0, 6, 7);
+    if constexpr (kSigned)
+      _tile_dpbssd(0, 6, 7);
+    else
+      _tile_dpbusd(0, 6, 7);
   }
 }
 
@@ -381,8 +390,8 @@ struct Prefetch {
 // Blocks of 32 (Q8_0, Q4_0, Q5_0) for one 16-token chunk: res[r] = row r's 16 tokens.
 // kSigned: Q8_0's signed levels (no offset term).
 template <bool kSigned>
-void ChunkBlocks32(WeightTile& w, const uint8_t* a0, int64_t a_stride, int64_t a_step,
-                   int nsb, const AmxAct& x, int chunk, const Prefetch& pf, const uint8_t* scales,
+void ChunkBlocks32(WeightTile& w, const uint8_t* a0, int64_t a_stride, int64_t a_step, int nsb,
+                   const AmxAct& x, int chunk, const Prefetch& pf, const uint8_t* scales,
                    float (*res)[16]) {
   alignas(64) int32_t c[2][256];
   // (Every loop over acc is fully unrolled, so the 16 accumulators stay in registers.)
@@ -412,8 +421,7 @@ void ChunkBlocks32(WeightTile& w, const uint8_t* a0, int64_t a_stride, int64_t a
         _mm512_storeu_ps(dv + (b + h) * 16, GatherF16x16(scales + (b + h) * a_step, rows));
       }
       const __m512 dxv = _mm512_loadu_ps(dx + (b + h) * 16);
-      const __m512i ov =
-          kSigned ? _mm512_setzero_si512() : _mm512_loadu_si512(obs + (b + h) * 16);
+      const __m512i ov = kSigned ? _mm512_setzero_si512() : _mm512_loadu_si512(obs + (b + h) * 16);
       const float* d = dv + (b + h) * 16;
 #pragma GCC unroll 16
       for (int r = 0; r < 16; ++r) {
@@ -430,8 +438,8 @@ void ChunkBlocks32(WeightTile& w, const uint8_t* a0, int64_t a_stride, int64_t a
 
 // K-quant super-blocks (groups of kG = 32 or 16) for one 16-token chunk.
 template <int kG>
-void ChunkSuperBlocks(const WeightTile& w, int cols, const AmxAct& x, int chunk,
-                      const Prefetch& pf, float (*res)[16]) {
+void ChunkSuperBlocks(const WeightTile& w, int cols, const AmxAct& x, int chunk, const Prefetch& pf,
+                      float (*res)[16]) {
   // (Every loop over acc is fully unrolled, so the 16 accumulators stay in registers.)
   __m512 acc[16];
 #pragma GCC unroll 16
@@ -483,8 +491,8 @@ void ChunkSuperBlocks(const WeightTile& w, int cols, const AmxAct& x, int chunk,
 
 }  // namespace
 
-void AmxTile(const WeightMatrix& wm, const Fmt& f, const AmxAct& x, int64_t r0,
-             const uint8_t* next, float* out) {
+void AmxTile(const WeightMatrix& wm, const Fmt& f, const AmxAct& x, int64_t r0, const uint8_t* next,
+             float* out) {
   GOOSE_CHECK(r0 >= 0 && r0 + 16 <= wm.rows);
   ConfigureTiles();
   const int cols = static_cast<int>(wm.cols);

@@ -323,8 +323,8 @@ void DirectBlocks32Avx2(const uint8_t* base, int64_t rb, int cols, const Act& a,
   const __m256i ones = _mm256_set1_epi16(1);
   const __m128i nib = _mm_set1_epi8(0x0F);
   // Byte j of a level vector takes qh bit j: byte j / 8 of qh spread to bytes 8k .. 8k + 7.
-  const __m256i spread = _mm256_setr_epi64x(0, 0x0101010101010101, 0x0202020202020202,
-                                            0x0303030303030303);
+  const __m256i spread =
+      _mm256_setr_epi64x(0, 0x0101010101010101, 0x0202020202020202, 0x0303030303030303);
   const __m256i bit = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201));
   __m256 acc[NT];
   for (int j = 0; j < NT; ++j) acc[j] = _mm256_setzero_ps();
@@ -396,8 +396,8 @@ void DirectQ6_KAvx2(const uint8_t* base, int64_t rb, int cols, const Act& a, int
       i1[j] = i2[j] = _mm256_setzero_si256();
       const int32_t* bs = a.bs.data() + static_cast<size_t>(tok0 + j) * ng + b * 16;
       for (int g = 0; g < 16; ++g) {
-        const __m256i m = _mm256_slli_epi32(
-            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sc[g])), 5);
+        const __m256i m =
+            _mm256_slli_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sc[g])), 5);
         i2[j] = _mm256_add_epi32(i2[j], _mm256_mullo_epi32(m, _mm256_set1_epi32(bs[g])));
       }
     }
@@ -454,8 +454,8 @@ void DirectQ6_KAvx2(const uint8_t* base, int64_t rb, int cols, const Act& a, int
 
 // The 8 rows at r0 (a full AVX2 tile) for the few tokens the dispatch table gives them
 // (qmatmul.cc: Q8_0, Q4_0, Q5_0, Q4_K, Q6_K); pf: the next rows, to prefetch meanwhile (or null).
-void RunDirectAvx2(const WeightMatrix& wm, int64_t r0, const Act& a, int n_tok,
-                   const uint8_t* pf, float* out) {
+void RunDirectAvx2(const WeightMatrix& wm, int64_t r0, const Act& a, int n_tok, const uint8_t* pf,
+                   float* out) {
   const int64_t rb = wm.row_bytes();
   const uint8_t* base = static_cast<const uint8_t*>(wm.data) + r0 * rb;
   const int cols = static_cast<int>(wm.cols);

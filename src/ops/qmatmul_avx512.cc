@@ -78,7 +78,9 @@ TileView OfTile(const Tile& t) { return {t.q.data(), t.d.data()}; }
 // cost 9.7 ms, as much as the other four). The integer sums are exact, so splitting them over
 // chains (k mod kChains) and adding the chains gives the same integers, hence the same bits.
 template <int NT>
-constexpr int kChains = NT == 1 ? 4 : NT < 4 ? 2 : 1;
+constexpr int kChains = NT == 1  ? 4
+                        : NT < 4 ? 2
+                                 : 1;
 template <int NT>
 inline void JoinChains(__m512i (&s)[kChains<NT>][NT]) {
 #pragma GCC unroll 4
@@ -95,8 +97,8 @@ inline void PrefetchBlock(bool to_l1, const uint8_t* pf, int64_t lo, int64_t hi)
 
 // Blocks of 32, one tile for NT tokens (nr of its rows to out).
 template <int NT, class Blocks32>
-void KernelBlocks32T(const Blocks32& t, const Fmt& f, int cols, const Act& a, int tok0,
-                     float* out, int64_t out_stride, int nr, const uint8_t* pf, int64_t pf_step) {
+void KernelBlocks32T(const Blocks32& t, const Fmt& f, int cols, const Act& a, int tok0, float* out,
+                     int64_t out_stride, int nr, const uint8_t* pf, int64_t pf_step) {
   const int nsb = cols / 32;
   const TokenRows<NT> x(a, tok0, cols, nsb, nsb);
   const auto& [xq, dx, bs] = x;
@@ -176,9 +178,8 @@ struct Q4KTileView {
 // argument so that the group's dpbusd loop unrolls: rolled, GCC rotated the NT accumulators
 // through register copies, one per dpbusd.)
 template <int NT, int G, class KTile>
-void KernelSuperBlocksT(const KTile& t, const Fmt& f, int cols, const Act& a, int tok0,
-                        float* out, int64_t out_stride, int nr, const uint8_t* pf,
-                        int64_t pf_step) {
+void KernelSuperBlocksT(const KTile& t, const Fmt& f, int cols, const Act& a, int tok0, float* out,
+                        int64_t out_stride, int nr, const uint8_t* pf, int64_t pf_step) {
   const int nsb = cols / f.sb, ng = cols / f.g;
   const TokenRows<NT> x(a, tok0, cols, nsb, ng);
   const auto& [xq, dx, bs] = x;
@@ -219,8 +220,7 @@ void KernelSuperBlocksT(const KTile& t, const Fmt& f, int cols, const Act& a, in
         auto& sk = s[k % kChains<NT>];
 #pragma GCC unroll 8
         for (int j = 0; j < NT; ++j) {
-          sk[j] =
-              _mm512_dpbusd_epi32(sk[j], wv, _mm512_set1_epi32(Load32(xq[j] + g * G + 4 * k)));
+          sk[j] = _mm512_dpbusd_epi32(sk[j], wv, _mm512_set1_epi32(Load32(xq[j] + g * G + 4 * k)));
         }
       }
       JoinChains<NT>(s);
@@ -253,14 +253,14 @@ inline __m512 Reduce16(__m512* v, Op op) {
   __m512 t[8], u[4];
 #pragma GCC unroll 8
   for (int i = 0; i < 8; ++i) {  // per 128-bit lane: [v2i 0|2, v2i+1 0|2, v2i 1|3, v2i+1 1|3]
-    t[i] = op(_mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]),
-              _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]));
+    t[i] =
+        op(_mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]), _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]));
   }
 #pragma GCC unroll 4
   for (int i = 0; i < 4; ++i) {  // per 128-bit lane L: element j = v[4i + j] over lane L
     const __m512d a = _mm512_castps_pd(t[2 * i]), b = _mm512_castps_pd(t[2 * i + 1]);
-    u[i] = op(_mm512_castpd_ps(_mm512_unpacklo_pd(a, b)),
-              _mm512_castpd_ps(_mm512_unpackhi_pd(a, b)));
+    u[i] =
+        op(_mm512_castpd_ps(_mm512_unpacklo_pd(a, b)), _mm512_castpd_ps(_mm512_unpackhi_pd(a, b)));
   }
   const __m512 x01 =
       op(_mm512_shuffle_f32x4(u[0], u[1], 0x88), _mm512_shuffle_f32x4(u[0], u[1], 0xDD));
@@ -527,8 +527,8 @@ namespace {
 // stay under the dpbusd rate (one tile x 8 tokens needs more than one load per dpbusd). Each
 // lane's operations are KernelBlocks32T's, so the bits are the same. out: row r0 of token tok0.
 template <int NT, class Blocks32>
-void KernelAvx512Pair(const Blocks32& t0, const Blocks32& t1, const Fmt& f, int cols,
-                      const Act& a, int tok0, float* out, int64_t out_stride, const uint8_t* pf,
+void KernelAvx512Pair(const Blocks32& t0, const Blocks32& t1, const Fmt& f, int cols, const Act& a,
+                      int tok0, float* out, int64_t out_stride, const uint8_t* pf,
                       int64_t pf_step) {
   const int nsb = cols / 32;
   const int8_t* xq = a.q.data() + static_cast<size_t>(tok0) * cols;
@@ -593,8 +593,8 @@ struct GroupPrefetch {
 // Two full tiles of blocks of 32 for every token: KernelAvx512Pair on 4 tokens at a time, then
 // on the last 1-3 together. pf / pf_bytes: the rows after both tiles, prefetched meanwhile.
 template <class Blocks32>
-void KernelAvx512Pairs(const Blocks32& t0, const Blocks32& t1, const Fmt& f, int cols,
-                       const Act& a, int n_tok, float* out, int64_t out_stride, const uint8_t* pf,
+void KernelAvx512Pairs(const Blocks32& t0, const Blocks32& t1, const Fmt& f, int cols, const Act& a,
+                       int n_tok, float* out, int64_t out_stride, const uint8_t* pf,
                        int64_t pf_bytes) {
   const GroupPrefetch gp(pf, pf_bytes, n_tok / 4 + (n_tok % 4 != 0), cols / 32);
   int tok = 0, g = 0;
@@ -602,9 +602,15 @@ void KernelAvx512Pairs(const Blocks32& t0, const Blocks32& t1, const Fmt& f, int
     KernelAvx512Pair<4>(t0, t1, f, cols, a, tok, out, out_stride, gp.At(g), gp.step);
   }
   switch (n_tok - tok) {  // the last 1-3 tokens in one group
-    case 3: KernelAvx512Pair<3>(t0, t1, f, cols, a, tok, out, out_stride, gp.At(g), gp.step); break;
-    case 2: KernelAvx512Pair<2>(t0, t1, f, cols, a, tok, out, out_stride, gp.At(g), gp.step); break;
-    case 1: KernelAvx512Pair<1>(t0, t1, f, cols, a, tok, out, out_stride, gp.At(g), gp.step); break;
+    case 3:
+      KernelAvx512Pair<3>(t0, t1, f, cols, a, tok, out, out_stride, gp.At(g), gp.step);
+      break;
+    case 2:
+      KernelAvx512Pair<2>(t0, t1, f, cols, a, tok, out, out_stride, gp.At(g), gp.step);
+      break;
+    case 1:
+      KernelAvx512Pair<1>(t0, t1, f, cols, a, tok, out, out_stride, gp.At(g), gp.step);
+      break;
   }
 }
 
@@ -622,15 +628,21 @@ void RunTokenGroups(int n_tok, int nsb, const uint8_t* pf, int64_t pf_bytes, Ker
   while (tok + 4 <= n_tok) run.template operator()<4>();
   // The last 1-3 tokens in one group: one tile read for them all.
   switch (n_tok - tok) {
-    case 3: run.template operator()<3>(); break;
-    case 2: run.template operator()<2>(); break;
-    case 1: run.template operator()<1>(); break;
+    case 3:
+      run.template operator()<3>();
+      break;
+    case 2:
+      run.template operator()<2>();
+      break;
+    case 1:
+      run.template operator()<1>();
+      break;
   }
 }
 
 template <class Blocks32>
-void KernelBlocks32(const Blocks32& t, const Fmt& f, int cols, const Act& a, int n_tok,
-                    float* out, int64_t out_stride, int nr, const uint8_t* pf, int64_t pf_bytes) {
+void KernelBlocks32(const Blocks32& t, const Fmt& f, int cols, const Act& a, int n_tok, float* out,
+                    int64_t out_stride, int nr, const uint8_t* pf, int64_t pf_bytes) {
   RunTokenGroups(n_tok, cols / 32, pf, pf_bytes,
                  [&]<int NT>(int tok, const uint8_t* p, int64_t step) {
                    KernelBlocks32T<NT>(t, f, cols, a, tok, out, out_stride, nr, p, step);
@@ -719,11 +731,10 @@ void RunTiled(const WeightMatrix& wm, const Fmt& f, const Act& a, int n_tok, flo
         KernelAvx512(unpacked, f, cols, a, n_tok, out + r0, wm.rows, nr, ahead(ti), tb);
         continue;
       }
-      RunTokenGroups(n_tok, cols / 256, ahead(ti), tb,
-                     [&]<int NT>(int tok, const uint8_t* p, int64_t step) {
-                       KernelSuperBlocksT<NT, 32>(v, f, cols, a, tok, out + r0, wm.rows, nr, p,
-                                                  step);
-                     });
+      RunTokenGroups(
+          n_tok, cols / 256, ahead(ti), tb, [&]<int NT>(int tok, const uint8_t* p, int64_t step) {
+            KernelSuperBlocksT<NT, 32>(v, f, cols, a, tok, out + r0, wm.rows, nr, p, step);
+          });
     }
     return;
   }

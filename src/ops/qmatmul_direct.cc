@@ -44,10 +44,10 @@ inline __m512i Reduce8(const __m512i* z) {
                             _mm512_unpackhi_epi32(z[2 * m], z[2 * m + 1]));
   }
   // u0's 128-bit lane k holds the lane-k sums of z0..z3, u1 those of z4..z7.
-  const __m512i u0 = _mm512_add_epi32(_mm512_unpacklo_epi64(t[0], t[1]),
-                                      _mm512_unpackhi_epi64(t[0], t[1]));
-  const __m512i u1 = _mm512_add_epi32(_mm512_unpacklo_epi64(t[2], t[3]),
-                                      _mm512_unpackhi_epi64(t[2], t[3]));
+  const __m512i u0 =
+      _mm512_add_epi32(_mm512_unpacklo_epi64(t[0], t[1]), _mm512_unpackhi_epi64(t[0], t[1]));
+  const __m512i u1 =
+      _mm512_add_epi32(_mm512_unpacklo_epi64(t[2], t[3]), _mm512_unpackhi_epi64(t[2], t[3]));
   return _mm512_add_epi32(_mm512_shuffle_i32x4(u0, u1, 0x88), _mm512_shuffle_i32x4(u0, u1, 0xDD));
 }
 
@@ -185,10 +185,10 @@ inline __m512i LoadRowQuad(const uint8_t* p, int64_t rb, int q) {
 
 // z[q] = 4 partial sums of rows q, q + 4, q + 8, q + 12 (128-bit lanes) -> 16 row totals.
 inline __m512i Reduce4(const __m512i* z) {
-  const __m512i t0 = _mm512_add_epi32(_mm512_unpacklo_epi32(z[0], z[1]),
-                                      _mm512_unpackhi_epi32(z[0], z[1]));
-  const __m512i t1 = _mm512_add_epi32(_mm512_unpacklo_epi32(z[2], z[3]),
-                                      _mm512_unpackhi_epi32(z[2], z[3]));
+  const __m512i t0 =
+      _mm512_add_epi32(_mm512_unpacklo_epi32(z[0], z[1]), _mm512_unpackhi_epi32(z[0], z[1]));
+  const __m512i t1 =
+      _mm512_add_epi32(_mm512_unpacklo_epi32(z[2], z[3]), _mm512_unpackhi_epi32(z[2], z[3]));
   return _mm512_add_epi32(_mm512_unpacklo_epi64(t0, t1), _mm512_unpackhi_epi64(t0, t1));
 }
 
@@ -237,15 +237,15 @@ void DirectQ4Q5_0(const uint8_t* base, int64_t rb, int cols, const Act& a, int t
     const __m512 dv = qmm::LoadF16x16(blk, rb);
 #pragma GCC unroll 4
     for (int j = 0; j < NT; ++j) {
-      const __m512i xl = _mm512_broadcast_i32x4(
-          _mm_loadu_si128(reinterpret_cast<const __m128i*>(xq[j] + b * 32)));
+      const __m512i xl =
+          _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xq[j] + b * 32)));
       const __m512i xh = _mm512_broadcast_i32x4(
           _mm_loadu_si128(reinterpret_cast<const __m128i*>(xq[j] + b * 32 + 16)));
       __m512i s[4];
 #pragma GCC unroll 4
       for (int q = 0; q < 4; ++q) {
-        s[q] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo[q], xl), hi[q],
-                                   xh);
+        s[q] =
+            _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo[q], xl), hi[q], xh);
       }
       const __m512i i = _mm512_sub_epi32(Reduce4(s), _mm512_set1_epi32(offset * bs[j][b]));
       const __m512 dd = _mm512_mul_ps(dv, _mm512_set1_ps(dx[j][b]));

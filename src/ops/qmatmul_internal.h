@@ -267,20 +267,18 @@ constexpr int kQ4_0TileBlockBytes = 288, kQ5_0TileBlockBytes = 352;
 // qmatmul_scalar.cc
 void QuantizeAct(const float* x, int cols, const Fmt& f, int8_t* q, float* dx, int32_t* bs);
 // Rows [r0, r0 + nr) of any matrix into t as a tile of w lanes, row by row (lanes past nr zero).
-void PackTile(const WeightMatrix& wm, const Fmt& f, int64_t r0, int nr, int w, RowIR* row,
-              Tile* t);
+void PackTile(const WeightMatrix& wm, const Fmt& f, int64_t r0, int nr, int w, RowIR* row, Tile* t);
 void KernelScalar(const Tile& t, const Fmt& f, int cols, const Act& a, int n_tok, float* out,
                   int64_t out_stride);
 // qmatmul_avx2.cc
 bool PackTileAvx2(const WeightMatrix& wm, const Fmt& f, int64_t r0, int nr, Tile* t);
 void KernelAvx2(const Tile& t, const Fmt& f, int cols, const Act& a, int n_tok, float* out,
                 int64_t out_stride, int nr);
-void RunDirectAvx2(const WeightMatrix& wm, int64_t r0, const Act& a, int n_tok,
-                   const uint8_t* pf, float* out);
+void RunDirectAvx2(const WeightMatrix& wm, int64_t r0, const Act& a, int n_tok, const uint8_t* pf,
+                   float* out);
 // qmatmul_avx512.cc
 void QuantizeActAvx512(const float* x, int cols, const Fmt& f, int8_t* q, float* dx, int32_t* bs);
-bool PackTileAvx512(const WeightMatrix& wm, const Fmt& f, int64_t r0, int nr, Tile* t,
-                    bool cached);
+bool PackTileAvx512(const WeightMatrix& wm, const Fmt& f, int64_t r0, int nr, Tile* t, bool cached);
 void KernelAvx512(const Tile& t, const Fmt& f, int cols, const Act& a, int n_tok, float* out,
                   int64_t out_stride, int nr, const uint8_t* pf, int64_t pf_bytes);
 void KernelAvx512Pairs(const Tile& t0, const Tile& t1, const Fmt& f, int cols, const Act& a,
@@ -317,7 +315,7 @@ struct WeightTile {
 void UnpackTile(DType t, const uint8_t* src, int64_t rb, int cols, WeightTile* w);
 // Rows [r0, r0 + 16) of W (all inside W) for every token of `a`: out[t * W.rows + r]. `next`:
 // the 16-row tile this thread computes next (prefetched meanwhile), or null.
-void AmxTile(const WeightMatrix& w, const Fmt& f, const AmxAct& a, int64_t r0,
-             const uint8_t* next, float* out);
+void AmxTile(const WeightMatrix& w, const Fmt& f, const AmxAct& a, int64_t r0, const uint8_t* next,
+             float* out);
 
 }  // namespace goose::qmm

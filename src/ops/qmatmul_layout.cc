@@ -36,10 +36,14 @@ bool HasTiles(DType t) { return GetDTypeSupport(t).tiles; }
 int64_t TileBytes(DType t, int64_t cols) {
   GOOSE_CHECK(HasTiles(t));
   switch (t) {
-    case DType::kQ8_0: return Q8TileBytes(cols);
-    case DType::kQ4_K: return kQ4KTileSbBytes * (cols / 256);
-    case DType::kQ4_0: return kQ4_0TileBlockBytes * (cols / 32);
-    default: return kQ5_0TileBlockBytes * (cols / 32);
+    case DType::kQ8_0:
+      return Q8TileBytes(cols);
+    case DType::kQ4_K:
+      return kQ4KTileSbBytes * (cols / 256);
+    case DType::kQ4_0:
+      return kQ4_0TileBlockBytes * (cols / 32);
+    default:
+      return kQ5_0TileBlockBytes * (cols / 32);
   }
 }
 
@@ -193,8 +197,7 @@ void PackQ45TileAvx512(const uint8_t* src, int64_t rb, int nsb, bool five, uint8
     for (int k = 0; k < 8; ++k) {  // row r's bits 4k .. 4k+3 -> nibble r % 2 of byte r / 2
       const __m512i nib = _mm512_and_si512(_mm512_srli_epi32(qh, 4 * k), _mm512_set1_epi32(15));
       const __m128i pairs = _mm_maddubs_epi16(_mm512_cvtepi32_epi8(nib), lo_hi);
-      _mm_storel_epi64(reinterpret_cast<__m128i*>(t + 288 + 8 * k),
-                       _mm_packus_epi16(pairs, pairs));
+      _mm_storel_epi64(reinterpret_cast<__m128i*>(t + 288 + 8 * k), _mm_packus_epi16(pairs, pairs));
     }
   }
 }
@@ -216,8 +219,7 @@ void RepackTiles(const WeightMatrix& w, uint8_t* out) {
       } else if (w.dtype == DType::kQ4_K) {
         PackQ4KTileAvx512(src, rb, static_cast<int>(w.cols / 256), tile);
       } else {
-        PackQ45TileAvx512(src, rb, static_cast<int>(w.cols / 32), w.dtype == DType::kQ5_0,
-                          tile);
+        PackQ45TileAvx512(src, rb, static_cast<int>(w.cols / 32), w.dtype == DType::kQ5_0, tile);
       }
       continue;
     }

@@ -84,7 +84,6 @@ void QuantizeQ5_0(const float* x, int64_t n, uint8_t* o) {
   }
 }
 
-
 // Q4_K / Q5_K: per 32 values an affine fit x ~ d*sc*q - dmin*m with q in [0, max_q], computed
 // by min/max, scales rounded up so no value clips. L receives the 256 levels.
 void FitK4(const float* x, int max_q, uint16_t* d_out, uint16_t* dmin_out, uint8_t* scales,
@@ -106,8 +105,8 @@ void FitK4(const float* x, int max_q, uint16_t* d_out, uint16_t* dmin_out, uint8
   const float d = F16ToF32(dh), dmin = F16ToF32(mh);
   uint8_t ls[8], lm[8];
   for (int j = 0; j < 8; ++j) {
-    ls[j] = static_cast<uint8_t>(d > 0 ? std::min(63, static_cast<int>(std::ceil(scale[j] / d)))
-                                       : 0);
+    ls[j] =
+        static_cast<uint8_t>(d > 0 ? std::min(63, static_cast<int>(std::ceil(scale[j] / d))) : 0);
     lm[j] = static_cast<uint8_t>(dmin > 0 ? std::min(63, NearestInt(minv[j] / dmin)) : 0);
   }
   PackScaleMinK4(ls, lm, scales);

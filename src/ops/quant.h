@@ -32,23 +32,23 @@ struct BlockQ8_0 {
 static_assert(sizeof(BlockQ8_0) == 34, "Q8_0 block must be 34 bytes");
 
 struct BlockQ4_0 {
-  uint16_t d;       // f16 scale
-  uint8_t qs[16];   // value j in the low nibble of qs[j], value j+16 in the high nibble
+  uint16_t d;      // f16 scale
+  uint8_t qs[16];  // value j in the low nibble of qs[j], value j+16 in the high nibble
 };
 static_assert(sizeof(BlockQ4_0) == 18, "Q4_0 block must be 18 bytes");
 
 struct BlockQ5_0 {
-  uint16_t d;       // f16 scale
-  uint8_t qh[4];    // 5th bits: bit j -> value j (j < 32), little-endian uint32
-  uint8_t qs[16];   // low 4 bits as Q4_0
+  uint16_t d;      // f16 scale
+  uint8_t qh[4];   // 5th bits: bit j -> value j (j < 32), little-endian uint32
+  uint8_t qs[16];  // low 4 bits as Q4_0
 };
 static_assert(sizeof(BlockQ5_0) == 22, "Q5_0 block must be 22 bytes");
 
 struct BlockQ4_K {
-  uint16_t d;           // f16 super-block scale for the 6-bit scales
-  uint16_t dmin;        // f16 super-block scale for the 6-bit mins
-  uint8_t scales[12];   // 8 scales + 8 mins, 6 bits each (packed as ggml's get_scale_min_k4)
-  uint8_t qs[128];      // per 64 values: 32 bytes, low nibbles = first 32, high = next 32
+  uint16_t d;          // f16 super-block scale for the 6-bit scales
+  uint16_t dmin;       // f16 super-block scale for the 6-bit mins
+  uint8_t scales[12];  // 8 scales + 8 mins, 6 bits each (packed as ggml's get_scale_min_k4)
+  uint8_t qs[128];     // per 64 values: 32 bytes, low nibbles = first 32, high = next 32
 };
 static_assert(sizeof(BlockQ4_K) == 144, "Q4_K block must be 144 bytes");
 
@@ -56,16 +56,16 @@ struct BlockQ5_K {
   uint16_t d;
   uint16_t dmin;
   uint8_t scales[12];
-  uint8_t qh[32];       // 5th bits: bit 2k of qh[l] -> value 64k + l, bit 2k+1 -> 64k + 32 + l
+  uint8_t qh[32];  // 5th bits: bit 2k of qh[l] -> value 64k + l, bit 2k+1 -> 64k + 32 + l
   uint8_t qs[128];
 };
 static_assert(sizeof(BlockQ5_K) == 176, "Q5_K block must be 176 bytes");
 
 struct BlockQ6_K {
-  uint8_t ql[128];      // low 4 bits
-  uint8_t qh[64];       // high 2 bits
-  int8_t scales[16];    // one per 16 values
-  uint16_t d;           // f16 super-block scale
+  uint8_t ql[128];    // low 4 bits
+  uint8_t qh[64];     // high 2 bits
+  int8_t scales[16];  // one per 16 values
+  uint16_t d;         // f16 super-block scale
 };
 static_assert(sizeof(BlockQ6_K) == 210, "Q6_K block must be 210 bytes");
 

@@ -355,14 +355,16 @@ std::optional<ApiError> ReadPrediction(json& obj, CompletionRequest* r) {
                                            type ? (", not " + Show(*type)).c_str() : ""));
   }
   const auto c = p->find("content");
-  if (c == p->end()) return Invalid("prediction", std::string("prediction.content is required: ") + shape);
+  if (c == p->end())
+    return Invalid("prediction", std::string("prediction.content is required: ") + shape);
   if (c->is_string()) {
     r->prediction = std::move(c->get_ref<std::string&>());  // not copied
     return std::nullopt;
   }
   if (!c->is_array()) {
     return Invalid("prediction", StrFormat("prediction.content must be a string or an array of "
-                                           "text parts, not %s", TypeName(*c)));
+                                           "text parts, not %s",
+                                           TypeName(*c)));
   }
   std::string text;
   for (size_t k = 0; k < c->size(); ++k) {
@@ -371,7 +373,8 @@ std::optional<ApiError> ReadPrediction(json& obj, CompletionRequest* r) {
     const json* s = part.is_object() ? Field(part, "text") : nullptr;
     if (t == nullptr || *t != "text" || s == nullptr || !s->is_string()) {
       return Invalid("prediction", StrFormat("prediction.content[%zu] must be {\"type\": "
-                                             "\"text\", \"text\": \"...\"}", k));
+                                             "\"text\", \"text\": \"...\"}",
+                                             k));
     }
     text += s->get<std::string>();
   }
@@ -519,10 +522,9 @@ ApiOr<TokenizeRequest> ParseTokenizeRequest(std::string_view body) {
   TokenizeRequest r;
   auto c = j.find("content");
   if (c == j.end() || !c->is_string()) {
-    return Invalid("content", std::string("'content' is required (the text to tokenize)") +
-                                  (c != j.end() && !c->is_null()
-                                       ? std::string(", not ") + TypeName(*c)
-                                       : ""));
+    return Invalid("content",
+                   std::string("'content' is required (the text to tokenize)") +
+                       (c != j.end() && !c->is_null() ? std::string(", not ") + TypeName(*c) : ""));
   }
   r.content = std::move(c->get_ref<std::string&>());  // not copied
   if (auto e = ReadBool(j, "add_special", &r.add_special)) return *e;

@@ -68,7 +68,7 @@ inline constexpr int kMaxTokensLimit = 1 << 24;   // as `goose generate -n`
 inline constexpr float kMaxTemperature = 100.0f;  // as `goose generate --temp`
 inline constexpr int kMaxStopStrings = 16;
 inline constexpr size_t kMaxStopBytes = 256;
-inline constexpr int kMaxBudget = 128;  // the largest tree the engine scores
+inline constexpr int kMaxBudget = 128;    // the largest tree the engine scores
 inline constexpr int kMaxJsonDepth = 32;  // arrays and objects nested in one another
 
 struct CompletionRequest {
@@ -85,7 +85,7 @@ struct CompletionRequest {
   std::vector<std::string> stop;
   bool stream = false;
   bool include_usage = false;
-  std::string model;  // echoed back only
+  std::string model;                      // echoed back only
   std::optional<std::string> prediction;  // the text of "prediction", when given
   // The "goose" extension: empty spec = the server's --spec; budget: nullopt = the server's
   // --budget, 0 = the method's default; budget_auto = cost-aware.

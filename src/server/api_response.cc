@@ -63,12 +63,8 @@ json CompletionBody(const ResponseIds& ids, const std::string& text, const Gener
                     const json& goose) {
   json choice = {
       {"index", 0}, {"text", text}, {"logprobs", nullptr}, {"finish_reason", o.finish_reason}};
-  return {{"id", ids.id},
-          {"object", "text_completion"},
-          {"created", ids.created},
-          {"model", ids.model},
-          {"choices", json::array({choice})},
-          {"usage", Usage(o)},
+  return {{"id", ids.id},       {"object", "text_completion"},      {"created", ids.created},
+          {"model", ids.model}, {"choices", json::array({choice})}, {"usage", Usage(o)},
           {"goose", goose}};
 }
 
@@ -78,12 +74,8 @@ json ChatBody(const ResponseIds& ids, const std::string& text, const GenerationO
                  {"message", {{"role", "assistant"}, {"content", text}}},
                  {"logprobs", nullptr},
                  {"finish_reason", o.finish_reason}};
-  return {{"id", ids.id},
-          {"object", "chat.completion"},
-          {"created", ids.created},
-          {"model", ids.model},
-          {"choices", json::array({choice})},
-          {"usage", Usage(o)},
+  return {{"id", ids.id},       {"object", "chat.completion"},      {"created", ids.created},
+          {"model", ids.model}, {"choices", json::array({choice})}, {"usage", Usage(o)},
           {"goose", goose}};
 }
 

@@ -95,10 +95,10 @@ ApiOr<PreparedJob> Prepare(const Server::Impl& s, const CompletionRequest& r) {
   if (r.prediction) {  // text the answer is expected to reproduce: no BOS
     encoded = tok.EncodeAtMost(*r.prediction, /*add_bos=*/false, l.n_ctx);
     if (!encoded) {
-      return BadRequest("prediction",
-                        StrFormat("the prediction is more than the context's %d tokens long",
-                                  l.n_ctx),
-                        "context_length_exceeded");
+      return BadRequest(
+          "prediction",
+          StrFormat("the prediction is more than the context's %d tokens long", l.n_ctx),
+          "context_length_exceeded");
     }
     params.prediction = std::move(*encoded);
     p.job.has_prediction = true;
@@ -175,8 +175,8 @@ void StreamCompletion(HttpExchange& ex, GenerationChannel& channel, const Prepar
     if (!done) continue;
     const GenerationOutcome& o = channel.outcome();
     if (!o.status.ok() || o.cancelled) {
-      write(SseEvent(ErrorBody(o.status.ok() ? CancelledByShutdown()
-                                             : ServerError(o.status.message()))));
+      write(SseEvent(
+          ErrorBody(o.status.ok() ? CancelledByShutdown() : ServerError(o.status.message()))));
     } else {
       json last = chat ? ChatChunkBody(ids, "", false, o.finish_reason.c_str())
                        : ChunkBody(ids, "", o.finish_reason.c_str());

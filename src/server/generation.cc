@@ -67,9 +67,8 @@ struct RequestText {
 bool EndsOnStopToken(const Tokenizer& tok, const GenerateParams& p,
                      const std::vector<int32_t>& toks) {
   return !toks.empty() && !p.ignore_eos &&
-         (tok.IsEog(toks.back()) ||
-          std::find(p.stop_tokens.begin(), p.stop_tokens.end(), toks.back()) !=
-              p.stop_tokens.end());
+         (tok.IsEog(toks.back()) || std::find(p.stop_tokens.begin(), p.stop_tokens.end(),
+                                              toks.back()) != p.stop_tokens.end());
 }
 
 GenerationOutcome Outcome(RequestText& rt, const GenerationJob& job, int slot,
@@ -101,8 +100,9 @@ GenerationOutcome Outcome(RequestText& rt, const GenerationJob& job, int slot,
 
 }  // namespace
 
-ServingRequest ServingRequestFor(const GenerationJob& job, std::shared_ptr<GenerationChannel> channel,
-                                 const Tokenizer& tok, const std::atomic<bool>& cancel_all,
+ServingRequest ServingRequestFor(const GenerationJob& job,
+                                 std::shared_ptr<GenerationChannel> channel, const Tokenizer& tok,
+                                 const std::atomic<bool>& cancel_all,
                                  std::function<void(int slot)> on_cycle,
                                  std::function<void(const GenerationOutcome&)> on_finished) {
   auto rt = std::make_shared<RequestText>(tok, job);

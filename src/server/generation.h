@@ -49,7 +49,7 @@ struct GenerationOutcome {
   // over the counted tokens); -1 / 0 without one.
   int64_t prediction_tokens = -1;
   int64_t prediction_accepted = 0;
-  GenerateResult result;      // statistics and timings (tokens as the engine produced them)
+  GenerateResult result;  // statistics and timings (tokens as the engine produced them)
   // --budget auto: the cycles this request ran at each budget ([B]), as the engine's chooser
   // picked them; empty otherwise, and for a method that sizes its own trees on the curve.
   std::vector<int64_t> budgets_chosen;
@@ -84,8 +84,9 @@ class GenerationChannel {
 // `on_cycle` (null: none) runs after every verified cycle with the request's slot; `on_finished`
 // (null: none) gets the outcome just before the channel does. The referenced objects outlive
 // the request.
-ServingRequest ServingRequestFor(const GenerationJob& job, std::shared_ptr<GenerationChannel> channel,
-                                 const Tokenizer& tok, const std::atomic<bool>& cancel_all,
+ServingRequest ServingRequestFor(const GenerationJob& job,
+                                 std::shared_ptr<GenerationChannel> channel, const Tokenizer& tok,
+                                 const std::atomic<bool>& cancel_all,
                                  std::function<void(int slot)> on_cycle,
                                  std::function<void(const GenerationOutcome&)> on_finished);
 }  // namespace goose::server

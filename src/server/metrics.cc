@@ -14,13 +14,13 @@ void Family(std::string* out, const char* name, const char* type, const char* he
   *out += StrFormat("# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
-
 // What the serving loop's shared forward passes held.
 void RenderPasses(const PassCounters& p, std::string* out) {
-  const std::pair<const char*, int64_t> rows[] = {
-      {"passes", p.passes},          {"pass_rows", p.rows},
-      {"pass_sequences", p.sequences}, {"pass_prefill_rows", p.prefill_rows},
-      {"pass_cut_nodes", p.cut_nodes}};
+  const std::pair<const char*, int64_t> rows[] = {{"passes", p.passes},
+                                                  {"pass_rows", p.rows},
+                                                  {"pass_sequences", p.sequences},
+                                                  {"pass_prefill_rows", p.prefill_rows},
+                                                  {"pass_cut_nodes", p.cut_nodes}};
   const char* help[] = {"Forward passes of the serving loop.",
                         "Rows those passes scored (all requests).",
                         "Requests those passes served (mean per pass: this / passes).",

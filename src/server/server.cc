@@ -266,8 +266,8 @@ bool Server::Impl::CheckReady(HttpExchange& ex, bool generation) {
     return false;
   }
   if (p == kFailed) {
-    SendError(ex, Unavailable("the model failed to load: " + load_status.message(),
-                              "model_load_failed"));
+    SendError(
+        ex, Unavailable("the model failed to load: " + load_status.message(), "model_load_failed"));
     return false;
   }
   if (generation && draining.load()) {
@@ -442,9 +442,10 @@ void Server::Impl::HandleTokenize(HttpExchange& ex) {
     ApiError e;
     e.param = "content";
     e.code = "context_length_exceeded";
-    e.message = StrFormat("the text is more than %zu tokens long; /tokenize answers up to the "
-                          "context size (%zu tokens): send it in parts",
-                          limit, limit);
+    e.message = StrFormat(
+        "the text is more than %zu tokens long; /tokenize answers up to the "
+        "context size (%zu tokens): send it in parts",
+        limit, limit);
     return SendError(ex, e);
   }
   json tokens = json::array();

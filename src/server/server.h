@@ -59,17 +59,17 @@ struct ServerOptions {
   // draft, draft-tree or graft is a 400 that says so.
   std::string draft_model_path;
   std::string host = "127.0.0.1";
-  int port = 8080;             // 0: any free port (tests)
-  int n_parallel = 1;          // slots
-  int max_queue = 16;          // requests waiting beyond the slots
-  int n_ctx = 0;               // context per slot; 0 = min(model's, 4096)
-  int n_threads = 0;           // forward-pass threads; 0 = all cores
+  int port = 8080;                // 0: any free port (tests)
+  int n_parallel = 1;             // slots
+  int max_queue = 16;             // requests waiting beyond the slots
+  int n_ctx = 0;                  // context per slot; 0 = min(model's, 4096)
+  int n_threads = 0;              // forward-pass threads; 0 = all cores
   KvType kv_type = KvType::kF16;  // the slots' KV caches
-  int prefill_chunk = 256;     // prompt tokens per prefill pass (-b)
-  int n_http_threads = 0;      // handler threads; 0 = n_parallel + max_queue + 4
-  std::string spec = "goose";  // default method (ParseSpecVariant); requests may choose another
-  std::string budget = "0";    // default node budget 0..128 (0 = the method's) or "auto"
-  bool recalibrate = false;    // --budget auto: measure the cost curve again, not the cache's
+  int prefill_chunk = 256;        // prompt tokens per prefill pass (-b)
+  int n_http_threads = 0;         // handler threads; 0 = n_parallel + max_queue + 4
+  std::string spec = "goose";     // default method (ParseSpecVariant); requests may choose another
+  std::string budget = "0";       // default node budget 0..128 (0 = the method's) or "auto"
+  bool recalibrate = false;       // --budget auto: measure the cost curve again, not the cache's
   // --budget auto: this verify-cost curve instead of the machine's (SessionOptions::cost_curve:
   // neither measured nor cached; tests). Empty: the machine's.
   std::vector<CostSample> cost_curve;
@@ -78,9 +78,9 @@ struct ServerOptions {
   // GooseCacheDir()).
   bool table_cache = true;
   std::string cache_dir;
-  std::string api_key;         // empty: no authentication
-  std::string chat_template;   // a ChatFamilyName; empty: read tokenizer.chat_template
-  std::string alias;           // model id in the API; empty: the model file's name
+  std::string api_key;        // empty: no authentication
+  std::string chat_template;  // a ChatFamilyName; empty: read tokenizer.chat_template
+  std::string alias;          // model id in the API; empty: the model file's name
   size_t max_body_bytes = 4u << 20;
   int timeout_seconds = 30;     // a request head, then its body, then each write
   int keep_alive_seconds = 30;  // an idle connection waits this long for its next request

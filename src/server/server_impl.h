@@ -64,8 +64,8 @@ struct Server::Impl {
   std::condition_variable load_cv;
   LoadedModel loaded;
 
-  std::atomic<bool> draining{false};     // shutdown begun: no new generations
-  std::atomic<bool> cancel_all{false};   // in-flight generations stop at the next cycle
+  std::atomic<bool> draining{false};    // shutdown begun: no new generations
+  std::atomic<bool> cancel_all{false};  // in-flight generations stop at the next cycle
   std::once_flag shutdown_once;
   std::atomic<uint64_t> next_id{0};
   int64_t start_time = 0;

@@ -41,8 +41,7 @@ std::vector<int32_t> SpecialTokens::Encode(const Tokenizer& tok, std::string_vie
 }
 
 std::optional<std::vector<int32_t>> SpecialTokens::EncodeAtMost(const Tokenizer& tok,
-                                                                std::string_view text,
-                                                                bool add_bos,
+                                                                std::string_view text, bool add_bos,
                                                                 size_t max_tokens) const {
   std::vector<int32_t> out;
   if (add_bos && tok.add_bos() && tok.bos() >= 0) out.push_back(tok.bos());

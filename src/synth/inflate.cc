@@ -1,8 +1,8 @@
 #include "synth/inflate.h"
 
 #include <algorithm>
-#include <cstring>
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <memory>
@@ -265,22 +265,23 @@ Status InflateModel(const InflateParams& p, const std::string& out_path) {
     return Status::Error("inflate " + p.source + ": shape " + p.shape +
                          " is smaller than the model in some dimension");
   }
-  const int64_t sc = HD / hd, K = d;  // K: the constant dimension
+  const int64_t sc = HD / hd, K = d;                                 // K: the constant dimension
   const double c = std::sqrt(0.5 * static_cast<double>(d) * s.eps);  // c^2 = half of d eps
   const double eps2 = (static_cast<double>(d) * s.eps - c * c) / static_cast<double>(D);
   const float wscale = static_cast<float>(std::sqrt(static_cast<double>(d) / D));
   const float qscale = static_cast<float>(std::sqrt(static_cast<double>(HD) / hd));
   // Small dim j of a head -> dim within the big head; and back (-1: not mapped).
   auto big_dim = [=](int64_t j) { return 2 * sc * (j / 2) + j % 2; };
-  auto small_dim = [=](int64_t b) { return b % (2 * sc) < 2 ? 2 * (b / (2 * sc)) + b % (2 * sc) : -1; };
+  auto small_dim = [=](int64_t b) {
+    return b % (2 * sc) < 2 ? 2 * (b / (2 * sc)) + b % (2 * sc) : -1;
+  };
   // Big query head -> small head (-1: none); small kv head kk sits in big kv head kk.
   auto small_head = [=](int64_t bh) { return bh % G < g ? (bh / G) * g + bh % G : -1; };
 
   Writer out(dt, p.seed);
   SetHyper(*s.file, D, L, H, KV, FF, HD, eps2, p.n_ctx, &out.w);
-  out.w.Set("general.name", GgufValue::String(
-                                s.file->GetString("general.name").value_or("small") +
-                                "-inflated-" + p.shape));
+  out.w.Set("general.name", GgufValue::String(s.file->GetString("general.name").value_or("small") +
+                                              "-inflated-" + p.shape));
   out.w.Set("llama.vocab_size", GgufValue::U32(static_cast<uint32_t>(V)));
   CopyTokenizer(*s.file, V, &out.w);
 

@@ -30,7 +30,7 @@
 namespace goose {
 
 struct InflateParams {
-  std::string source;      // small llama GGUF with F32 tensors
+  std::string source;                // small llama GGUF with F32 tensors
   std::string shape = "small-0.5b";  // InflateShapes() or "keep"
   DType dtype = DType::kQ8_0;        // matrices; norms and rows Q8_0 cannot block stay F32
   std::vector<int> drop_layers;      // layers of the small model to remove first

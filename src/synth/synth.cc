@@ -105,11 +105,12 @@ Status Validate(const SynthParams& p) {
   if (p.n_embd <= 0 || p.n_layer <= 0 || p.n_head <= 0 || p.n_head_kv <= 0 || p.n_ff <= 0 ||
       p.n_vocab < 0 || p.context_length <= 0 || p.head_dim < 0 || p.sliding_window < 0 ||
       p.swa_pattern < 0) {
-    return err(StrFormat("sizes must be positive (n_embd %d, n_layer %d, n_head %d, n_head_kv "
-                         "%d, head_dim %d, n_ff %d, n_vocab %d, context_length %d, window %d, "
-                         "pattern %d)",
-                         p.n_embd, p.n_layer, p.n_head, p.n_head_kv, p.head_dim, p.n_ff,
-                         p.n_vocab, p.context_length, p.sliding_window, p.swa_pattern));
+    return err(
+        StrFormat("sizes must be positive (n_embd %d, n_layer %d, n_head %d, n_head_kv "
+                  "%d, head_dim %d, n_ff %d, n_vocab %d, context_length %d, window %d, "
+                  "pattern %d)",
+                  p.n_embd, p.n_layer, p.n_head, p.n_head_kv, p.head_dim, p.n_ff, p.n_vocab,
+                  p.context_length, p.sliding_window, p.swa_pattern));
   }
   if (p.head_dim == 0 && p.n_embd % p.n_head != 0) {
     return err(StrFormat("n_embd %d is not a multiple of n_head %d", p.n_embd, p.n_head));
@@ -130,11 +131,11 @@ Status Validate(const SynthParams& p) {
   const int64_t bs = std::min<int64_t>(32, GetDTypeInfo(p.dtype).block_size);
   const int64_t q_dim = static_cast<int64_t>(p.n_head) * head_dim;
   if (p.n_embd % bs != 0 || p.n_ff % bs != 0 || q_dim % bs != 0) {
-    return err(StrFormat("n_embd %d, n_ff %d and n_head * head_dim %lld must be multiples of the "
-                         "%s block size %lld",
-                         p.n_embd, p.n_ff, static_cast<long long>(q_dim),
-                         std::string(GetDTypeInfo(p.dtype).name).c_str(),
-                         static_cast<long long>(bs)));
+    return err(
+        StrFormat("n_embd %d, n_ff %d and n_head * head_dim %lld must be multiples of the "
+                  "%s block size %lld",
+                  p.n_embd, p.n_ff, static_cast<long long>(q_dim),
+                  std::string(GetDTypeInfo(p.dtype).name).c_str(), static_cast<long long>(bs)));
   }
   if (!(p.rope_freq_base > 0)) return err("rope_freq_base must be positive");
   return Status::Ok();
@@ -143,15 +144,24 @@ Status Validate(const SynthParams& p) {
 // llama.cpp's general.file_type (LLAMA_FTYPE_*) for the matrix dtype.
 uint32_t FileType(DType t) {
   switch (t) {
-    case DType::kF16: return 1;
-    case DType::kQ8_0: return 7;
-    case DType::kBF16: return 32;
-    case DType::kQ4_0: return 2;
-    case DType::kQ5_0: return 8;
-    case DType::kQ4_K: return 14;  // MOSTLY_Q4_K_S: every matrix Q4_K
-    case DType::kQ5_K: return 16;  // MOSTLY_Q5_K_S
-    case DType::kQ6_K: return 18;
-    default: return 0;
+    case DType::kF16:
+      return 1;
+    case DType::kQ8_0:
+      return 7;
+    case DType::kBF16:
+      return 32;
+    case DType::kQ4_0:
+      return 2;
+    case DType::kQ5_0:
+      return 8;
+    case DType::kQ4_K:
+      return 14;  // MOSTLY_Q4_K_S: every matrix Q4_K
+    case DType::kQ5_K:
+      return 16;  // MOSTLY_Q5_K_S
+    case DType::kQ6_K:
+      return 18;
+    default:
+      return 0;
   }
 }
 
@@ -242,8 +252,8 @@ Status ApplyPreset(std::string_view like, SynthParams* p) {
     }
     return Status::Ok();
   }
-  return Status::Error("synth: unknown preset '" + std::string(like) + "' (known: " +
-                       PresetNames() + ")");
+  return Status::Error("synth: unknown preset '" + std::string(like) +
+                       "' (known: " + PresetNames() + ")");
 }
 
 Status SynthesizeModel(const SynthParams& p, const std::string& out_path) {
@@ -260,8 +270,8 @@ Status SynthesizeModel(const SynthParams& p, const std::string& out_path) {
   const int n_src = static_cast<int>(tokens->size());
   const int n_vocab = p.n_vocab == 0 ? n_src : p.n_vocab;
   if (n_vocab < n_src) {
-    return Status::Error(StrFormat("synth: n_vocab %d is smaller than the %d tokens of %s",
-                                   n_vocab, n_src, vocab_path.c_str()));
+    return Status::Error(StrFormat("synth: n_vocab %d is smaller than the %d tokens of %s", n_vocab,
+                                   n_src, vocab_path.c_str()));
   }
 
   const std::string& a = p.arch;

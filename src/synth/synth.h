@@ -53,11 +53,11 @@ struct SynthParams {
   bool tied_output = false;  // gemma2: always (its files have no output.weight)
   float rope_freq_base = 10000;
   // gemma2 / gemma3 (phi3 writes the window key only, which llama.cpp ignores for it).
-  int sliding_window = 0;      // attention.sliding_window; 0 = gemma2's 4096, gemma3: none
-  int swa_pattern = 0;         // attention.sliding_window_pattern, written when > 0
+  int sliding_window = 0;        // attention.sliding_window; 0 = gemma2's 4096, gemma3: none
+  int swa_pattern = 0;           // attention.sliding_window_pattern, written when > 0
   float rope_freq_base_swa = 0;  // gemma3 rope.freq_base_swa, written when > 0
-  float attn_softcap = 50;     // gemma2 attn_logit_softcapping
-  float final_softcap = 30;    // gemma2 final_logit_softcapping (gemma3: none)
+  float attn_softcap = 50;       // gemma2 attn_logit_softcapping
+  float final_softcap = 30;      // gemma2 final_logit_softcapping (gemma3: none)
   // phi3 LongRoPE (as Phi-3-128k): > 0 writes rope.scaling.original_context_length = this,
   // rope.scaling.attn_factor = sqrt(1 + ln(context_length / this) / ln(this)) as llama.cpp's
   // converter computes it, and rope_factors_long / _short.weight [n_rot / 2] (long: 1 to 8,

@@ -30,9 +30,7 @@ struct PreSpec {
 };
 
 const PreSpec kSpecs[] = {
-    {{"default"},
-     {R"([\p{P}\$\+<=>\^~\|]+)", kGpt2, R"(\p{N}+)", R"([0-9][0-9][0-9])"},
-     false},
+    {{"default"}, {R"([\p{P}\$\+<=>\^~\|]+)", kGpt2, R"(\p{N}+)", R"([0-9][0-9][0-9])"}, false},
     {{"llama3", "llama-v3", "llama-bpe", "falcon3", "pixtral"}, {kLlama3}, true},
     {{"dbrx", "smaug-bpe"}, {kLlama3}, false},
     {{"qwen2", "stablelm2", "deepseek-r1-qwen", "megrez"}, {kQwen2}, false},
@@ -65,11 +63,10 @@ const PreSpec kSpecs[] = {
       R"(\x{104B0}-\x{104D3}\x{104D8}-\x{104FB}\x{10C80}-\x{10CB2}\x{10CC0}-\x{10CF2})"
       R"(\x{118A0}-\x{118DF}\x{1E900}-\x{1E943})"
       R"(]+)",
-      R"(\s?[!-/:-~\x{FF01}-\x{FF0F}\x{FF1A}-\x{FF5E}\x{2018}-\x{201F}\x{3000}-\x{3002}]+)", R"(\s+$)", kCjk, R"(\p{N}+)"},
+      R"(\s?[!-/:-~\x{FF01}-\x{FF0F}\x{FF1A}-\x{FF5E}\x{2018}-\x{201F}\x{3000}-\x{3002}]+)",
+      R"(\s+$)", kCjk, R"(\p{N}+)"},
      false},
-    {{"deepseek-coder"},
-     {R"([\r\n])", R"(\s?\p{L}+)", R"(\s?\p{P}+)", kCjk, R"(\p{N})"},
-     false},
+    {{"deepseek-coder"}, {R"([\r\n])", R"(\s?\p{L}+)", R"(\s?\p{P}+)", kCjk, R"(\p{N})"}, false},
 };
 
 const PreSpec* FindSpec(std::string_view name) {
@@ -91,29 +88,30 @@ bool PreTokenizerIgnoresMerges(std::string_view name) {
 StatusOr<std::unique_ptr<PreTokenizer>> PreTokenizer::Create(std::string_view name) {
   const PreSpec* spec = FindSpec(name);
   if (!spec) {
-    return Status::Error(StrFormat(
-        "unsupported BPE pre-tokenizer \"%s\" (tokenizer.ggml.pre); supported: default, "
-        "llama3/llama-bpe, qwen2, gpt-2, mpt, starcoder, refact, falcon, deepseek-llm, "
-        "deepseek-coder and aliases",
-        EscapeForMessage(name).c_str()));
+    return Status::Error(
+        StrFormat("unsupported BPE pre-tokenizer \"%s\" (tokenizer.ggml.pre); supported: default, "
+                  "llama3/llama-bpe, qwen2, gpt-2, mpt, starcoder, refact, falcon, deepseek-llm, "
+                  "deepseek-coder and aliases",
+                  EscapeForMessage(name).c_str()));
   }
   std::unique_ptr<PreTokenizer> p(new PreTokenizer());
   for (const char* pattern : spec->regexes) {
     int err = 0;
     PCRE2_SIZE err_off = 0;
-    pcre2_code* re = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern), PCRE2_ZERO_TERMINATED,
-                                   PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &err,
-                                   &err_off, nullptr);
+    pcre2_code* re =
+        pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern), PCRE2_ZERO_TERMINATED,
+                      PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &err, &err_off, nullptr);
     if (!re) {
       PCRE2_UCHAR msg[256];
       pcre2_get_error_message(err, msg, sizeof(msg));
-      return Status::Error(StrFormat("pre-tokenizer \"%.*s\": regex /%s/ failed to compile at "
-                                     "offset %zu: %s",
-                                     static_cast<int>(name.size()), name.data(), pattern,
-                                     static_cast<size_t>(err_off),
-                                     reinterpret_cast<const char*>(msg)));
+      return Status::Error(
+          StrFormat("pre-tokenizer \"%.*s\": regex /%s/ failed to compile at "
+                    "offset %zu: %s",
+                    static_cast<int>(name.size()), name.data(), pattern,
+                    static_cast<size_t>(err_off), reinterpret_cast<const char*>(msg)));
     }
-    pcre2_jit_compile(re, PCRE2_JIT_COMPLETE);  // optional speed-up; the interpreter is the fallback
+    pcre2_jit_compile(re,
+                      PCRE2_JIT_COMPLETE);  // optional speed-up; the interpreter is the fallback
     p->regexes_.push_back(re);
   }
   return p;

@@ -51,8 +51,7 @@ Status ReadString(const GgufFile& g, const char* name, std::string* out, bool re
   const GgufValue* v = g.Find(key);
   if (!v) {
     if (!required) return Status::Ok();
-    return Status::Error(
-        StrFormat("%s: missing metadata key %s", g.path().c_str(), key.c_str()));
+    return Status::Error(StrFormat("%s: missing metadata key %s", g.path().c_str(), key.c_str()));
   }
   if (v->type != GgufType::kString) {
     return Status::Error(StrFormat("%s: metadata key %s has type %s, expected string",
@@ -99,18 +98,18 @@ StatusOr<const GgufValue*> ReadArray(const GgufFile& g, const char* name, ElemKi
                                    std::string(GgufTypeName(et)).c_str(), want));
   }
   if (want_len >= 0 && static_cast<int64_t>(v->size()) != want_len) {
-    return Status::Error(StrFormat(
-        "%s: metadata key %s has %zu elements but tokenizer.ggml.tokens has %lld",
-        g.path().c_str(), key.c_str(), v->size(), static_cast<long long>(want_len)));
+    return Status::Error(
+        StrFormat("%s: metadata key %s has %zu elements but tokenizer.ggml.tokens has %lld",
+                  g.path().c_str(), key.c_str(), v->size(), static_cast<long long>(want_len)));
   }
   return v;
 }
 
 // Texts that llama.cpp also treats as end-of-generation when present as control tokens.
 bool LooksLikeEog(const std::string& t) {
-  static const char* kNames[] = {"<|eot_id|>", "<|im_end|>",    "<|end|>",   "<end_of_turn>",
-                                 "<|endoftext|>", "<|eom_id|>", "<EOT>",     "_<EOT>",
-                                 "<｜end▁of▁sentence｜>"};
+  static const char* kNames[] = {"<|eot_id|>",    "<|im_end|>",    "<|end|>",
+                                 "<end_of_turn>", "<|endoftext|>", "<|eom_id|>",
+                                 "<EOT>",         "_<EOT>",        "<｜end▁of▁sentence｜>"};
   for (const char* n : kNames) {
     if (t == n) return true;
   }
@@ -227,20 +226,17 @@ StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromGguf(const GgufFile& gguf) {
   im->pre = "default";
   GOOSE_RETURN_IF_ERROR(ReadString(gguf, "pre", &im->pre, /*required=*/false));
 
-  GOOSE_ASSIGN_OR_RETURN(const GgufValue* tokens,
-                         ReadArray(gguf, "tokens", ElemKind::kString, -1));
+  GOOSE_ASSIGN_OR_RETURN(const GgufValue* tokens, ReadArray(gguf, "tokens", ElemKind::kString, -1));
   if (!tokens) {
     return Status::Error(
         StrFormat("%s: missing metadata key tokenizer.ggml.tokens (the vocabulary)", path));
   }
   const int64_t n = static_cast<int64_t>(tokens->size());
   if (n == 0 || n > INT32_MAX) {
-    return Status::Error(
-        StrFormat("%s: metadata key tokenizer.ggml.tokens has %lld entries", path,
-                  static_cast<long long>(n)));
+    return Status::Error(StrFormat("%s: metadata key tokenizer.ggml.tokens has %lld entries", path,
+                                   static_cast<long long>(n)));
   }
-  GOOSE_ASSIGN_OR_RETURN(const GgufValue* scores,
-                         ReadArray(gguf, "scores", ElemKind::kNumber, n));
+  GOOSE_ASSIGN_OR_RETURN(const GgufValue* scores, ReadArray(gguf, "scores", ElemKind::kNumber, n));
   GOOSE_ASSIGN_OR_RETURN(const GgufValue* types,
                          ReadArray(gguf, "token_type", ElemKind::kInteger, n));
 
@@ -280,13 +276,13 @@ StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromGguf(const GgufFile& gguf) {
       // Split at the first space after the first byte, so a merge of " " itself would parse.
       const size_t sp = m.size() > 1 ? m.find(' ', 1) : std::string::npos;
       if (sp == std::string::npos) {
-        return Status::Error(StrFormat(
-            "%s: metadata key tokenizer.ggml.merges[%zu] = \"%s\" is not \"left right\"", path, i,
-            EscapeForMessage(m).c_str()));
+        return Status::Error(
+            StrFormat("%s: metadata key tokenizer.ggml.merges[%zu] = \"%s\" is not \"left right\"",
+                      path, i, EscapeForMessage(m).c_str()));
       }
-      im->merge_rank.emplace(MergeKey(std::string_view(m).substr(0, sp),
-                                      std::string_view(m).substr(sp + 1)),
-                             static_cast<int32_t>(i));
+      im->merge_rank.emplace(
+          MergeKey(std::string_view(m).substr(0, sp), std::string_view(m).substr(sp + 1)),
+          static_cast<int32_t>(i));
     }
     auto pre = PreTokenizer::Create(im->pre);
     if (!pre.ok()) return Status::Error(std::string(path) + ": " + pre.status().message());
@@ -302,15 +298,17 @@ StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromGguf(const GgufFile& gguf) {
   GOOSE_RETURN_IF_ERROR(ReadInt(gguf, "unknown_token_id", &unk));
   GOOSE_RETURN_IF_ERROR(ReadInt(gguf, "eot_token_id", &eot));
   GOOSE_RETURN_IF_ERROR(ReadInt(gguf, "eom_token_id", &eom));
-  const std::pair<const char*, int64_t*> ids[] = {
-      {"bos_token_id", &bos}, {"eos_token_id", &eos}, {"unknown_token_id", &unk},
-      {"eot_token_id", &eot}, {"eom_token_id", &eom}};
+  const std::pair<const char*, int64_t*> ids[] = {{"bos_token_id", &bos},
+                                                  {"eos_token_id", &eos},
+                                                  {"unknown_token_id", &unk},
+                                                  {"eot_token_id", &eot},
+                                                  {"eom_token_id", &eom}};
   for (const auto& [name, v] : ids) {
     if (*v < -1 || *v >= n) {
-      return Status::Error(StrFormat("%s: metadata key tokenizer.ggml.%s = %lld is outside the "
-                                     "vocabulary of %lld tokens",
-                                     path, name, static_cast<long long>(*v),
-                                     static_cast<long long>(n)));
+      return Status::Error(
+          StrFormat("%s: metadata key tokenizer.ggml.%s = %lld is outside the "
+                    "vocabulary of %lld tokens",
+                    path, name, static_cast<long long>(*v), static_cast<long long>(n)));
     }
   }
   im->bos = static_cast<int32_t>(bos);
@@ -330,10 +328,9 @@ StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromGguf(const GgufFile& gguf) {
       im->user_defined.push_back(static_cast<int32_t>(i));
     }
   }
-  std::stable_sort(im->user_defined.begin(), im->user_defined.end(),
-                   [&](int32_t a, int32_t b) {
-                     return im->tokens[a].size() > im->tokens[b].size();
-                   });
+  std::stable_sort(im->user_defined.begin(), im->user_defined.end(), [&](int32_t a, int32_t b) {
+    return im->tokens[a].size() > im->tokens[b].size();
+  });
 
   im->pieces.resize(n);
   for (int64_t i = 0; i < n; ++i) im->pieces[i] = ComputePiece(*im, static_cast<int32_t>(i));
@@ -447,9 +444,7 @@ int32_t Tokenizer::n_vocab() const { return static_cast<int32_t>(impl_->tokens.s
 int32_t Tokenizer::bos() const { return impl_->bos; }
 int32_t Tokenizer::eos() const { return impl_->eos; }
 bool Tokenizer::add_bos() const { return impl_->add_bos; }
-bool Tokenizer::IsEog(int32_t id) const {
-  return id >= 0 && id < n_vocab() && impl_->eog[id];
-}
+bool Tokenizer::IsEog(int32_t id) const { return id >= 0 && id < n_vocab() && impl_->eog[id]; }
 const std::string& Tokenizer::model() const { return impl_->model; }
 const std::string& Tokenizer::pre() const { return impl_->pre; }
 
@@ -467,14 +462,17 @@ static size_t CompleteUtf8Prefix(const std::string& s) {
   size_t i = 0;
   while (i < s.size()) {
     const unsigned char c = static_cast<unsigned char>(s[i]);
-    size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 1;
+    size_t len = c < 0x80           ? 1
+                 : (c >> 5) == 0x6  ? 2
+                 : (c >> 4) == 0xE  ? 3
+                 : (c >> 3) == 0x1E ? 4
+                                    : 1;
     if (len == 1) {
       ++i;
       continue;
     }
     size_t j = 1;
-    while (j < len && i + j < s.size() &&
-           (static_cast<unsigned char>(s[i + j]) & 0xC0) == 0x80) {
+    while (j < len && i + j < s.size() && (static_cast<unsigned char>(s[i + j]) & 0xC0) == 0x80) {
       ++j;
     }
     if (j == len) {

@@ -25,8 +25,8 @@ DraftTree BuildBalancedTree(int32_t anchor, int32_t anchor_prev, const Transitio
       if (!(succ[r].score >= params.min_score)) break;
       // Lists hold distinct ids; the guard keeps siblings distinct even for a malformed list.
       if (tree.FindChild(v, succ[r].token) >= 0) continue;
-      frontier.push_back(tree.Add(succ[r].token, v, NodeSource::kBranch, static_cast<int>(r),
-                                  succ[r].score));
+      frontier.push_back(
+          tree.Add(succ[r].token, v, NodeSource::kBranch, static_cast<int>(r), succ[r].score));
       ++attached;
     }
   }

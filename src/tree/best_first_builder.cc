@@ -54,15 +54,15 @@ DraftTree BuildBestFirstTree(int32_t anchor, int32_t anchor_prev, std::span<cons
     if (spine_pos[v] >= 0 && spine_pos[v] < static_cast<int>(spine.size())) {
       const int d = std::min(tree.depth[v] + 1, EdgeAcceptance::kMaxSpineDepth);
       spine_next = spine[spine_pos[v]];
-      heap.push({value[v] * model.spine[cls][d], seq++, v, spine_next, params.spine_source, 0,
-                 1.0f, spine_pos[v]});
+      heap.push({value[v] * model.spine[cls][d], seq++, v, spine_next, params.spine_source, 0, 1.0f,
+                 spine_pos[v]});
     }
     const int32_t prev = v == 0 ? anchor_prev : tree.tokens[tree.parents[v]];
     const bool bigram = table.HasBigram(tree.tokens[v], prev);
     const std::vector<Candidate> primary = table.Successors(tree.tokens[v], prev);
-    const std::vector<Candidate> unigram =
-        bigram && params.unigram_extras ? table.Successors(tree.tokens[v], -1)
-                                        : std::vector<Candidate>();
+    const std::vector<Candidate> unigram = bigram && params.unigram_extras
+                                               ? table.Successors(tree.tokens[v], -1)
+                                               : std::vector<Candidate>();
     const int sibling = spine_next >= 0 ? 1 : 0;
     auto push = [&](const Candidate& c, int tier, int pos) {
       const double q = model.branch[sibling][tier][EdgeAcceptance::ScoreBin(c.score)];

@@ -47,9 +47,9 @@ struct EdgeAcceptance {
 };
 
 struct BestFirstParams {
-  int budget = 60;        // nodes incl. root
-  int max_depth = 64;     // deepest node depth
-  int spine_class = 1;    // EdgeAcceptance class of this cycle's spine
+  int budget = 60;                               // nodes incl. root
+  int max_depth = 64;                            // deepest node depth
+  int spine_class = 1;                           // EdgeAcceptance class of this cycle's spine
   NodeSource spine_source = NodeSource::kSpine;  // kPrediction: the spine is the prediction's
   bool unigram_extras = true;  // draft tier-1 candidates (unigram tokens missing from the bigram)
   // Sizing by cost (--budget auto): the verify cost of the sizes the tree may take, the

@@ -89,9 +89,8 @@ std::string DraftTree::CheckInvariants() const {
       score.size() != n || tier.size() != n) {
     return "array sizes differ: tokens " + std::to_string(n) + ", parents " +
            std::to_string(parents.size()) + ", depth " + std::to_string(depth.size()) +
-           ", source " + std::to_string(source.size()) + ", rank " +
-           std::to_string(rank.size()) + ", score " + std::to_string(score.size()) + ", tier " +
-           std::to_string(tier.size());
+           ", source " + std::to_string(source.size()) + ", rank " + std::to_string(rank.size()) +
+           ", score " + std::to_string(score.size()) + ", tier " + std::to_string(tier.size());
   }
   if (n == 0) return "";  // Cleared tree.
   if (parents[0] != -1) return "node 0: parent " + std::to_string(parents[0]) + ", want -1";

@@ -40,14 +40,14 @@ struct CostSample {
 };
 
 struct DraftTree {
-  std::vector<int32_t> tokens;   // [n]
-  std::vector<int32_t> parents;  // [n], -1 for the root
-  std::vector<int32_t> depth;    // [n], root = 0
+  std::vector<int32_t> tokens;     // [n]
+  std::vector<int32_t> parents;    // [n], -1 for the root
+  std::vector<int32_t> depth;      // [n], root = 0
   std::vector<NodeSource> source;  // [n]
-  std::vector<int32_t> rank;     // [n], position in the source's candidate list (0-based)
-  std::vector<float> score;      // [n], table score the node was drafted with (1 for spine)
-  std::vector<uint8_t> tier;     // [n], which list of its source the node came from (builder-
-                                 // specific; the best-first builder's table tiers), else 0
+  std::vector<int32_t> rank;       // [n], position in the source's candidate list (0-based)
+  std::vector<float> score;        // [n], table score the node was drafted with (1 for spine)
+  std::vector<uint8_t> tier;       // [n], which list of its source the node came from (builder-
+                                   // specific; the best-first builder's table tiers), else 0
 
   int size() const { return static_cast<int>(tokens.size()); }
   void Clear();

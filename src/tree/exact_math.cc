@@ -55,8 +55,8 @@ void BigUint::Add(const BigUint& o) {
   if (limbs_.size() < o.limbs_.size()) limbs_.resize(o.limbs_.size(), 0);
   uint64_t carry = 0;
   for (size_t i = 0; i < limbs_.size(); ++i) {
-    const uint64_t t = static_cast<uint64_t>(limbs_[i]) +
-                       (i < o.limbs_.size() ? o.limbs_[i] : 0u) + carry;
+    const uint64_t t =
+        static_cast<uint64_t>(limbs_[i]) + (i < o.limbs_.size() ? o.limbs_[i] : 0u) + carry;
     limbs_[i] = static_cast<uint32_t>(t);
     carry = t >> 32;
   }

@@ -22,7 +22,9 @@ SequoiaShape SequoiaDp(std::span<const double> p_rank, int budget, int max_depth
   }
   constexpr double kNone = -std::numeric_limits<double>::infinity();
   // G[m][l][b]: best F with exactly m nodes, at most l levels, b root children.
-  auto idx = [&](int m, int l, int b) { return (static_cast<size_t>(m) * (levels + 1) + l) * (w + 1) + b; };
+  auto idx = [&](int m, int l, int b) {
+    return (static_cast<size_t>(m) * (levels + 1) + l) * (w + 1) + b;
+  };
   const size_t cells = static_cast<size_t>(m_max + 1) * (levels + 1) * (w + 1);
   std::vector<double> g(cells, kNone);
   std::vector<int> split(cells, 0);  // for b >= 2: nodes used by the root and first b-1 children

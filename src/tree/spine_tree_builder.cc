@@ -51,8 +51,8 @@ SpineTreePlan PlanSpineTree(int spine_size, Confidence c, const SpineEma& spine_
   if (plan.spine_len > 0 && plan.branch_budget > 0) {
     const Rational rho = RationalFromDouble(params.rho);
     const int64_t share = std::max<int64_t>(0, plan.branch_budget * rho.num / rho.den);
-    plan.spine_share = static_cast<int>(std::min<int64_t>(std::max<int64_t>(1, share),
-                                                          plan.branch_budget));
+    plan.spine_share =
+        static_cast<int>(std::min<int64_t>(std::max<int64_t>(1, share), plan.branch_budget));
   }
   plan.root_share = std::max(0, plan.branch_budget - plan.spine_share);
   plan.spine_alloc = tree_internal::HarmonicAllocations(plan.spine_share, plan.spine_len);
@@ -62,8 +62,7 @@ SpineTreePlan PlanSpineTree(int spine_size, Confidence c, const SpineEma& spine_
 DraftTree BuildSpineTree(int32_t anchor, int32_t anchor_prev, std::span<const int32_t> spine,
                          Confidence c, const SpineEma& spine_ema, const TransitionTable& table,
                          const GooseParams& params) {
-  const SpineTreePlan plan =
-      PlanSpineTree(static_cast<int>(spine.size()), c, spine_ema, params);
+  const SpineTreePlan plan = PlanSpineTree(static_cast<int>(spine.size()), c, spine_ema, params);
   const int ls = plan.spine_len;
   DraftTree tree;
   tree.Reset(anchor);
@@ -82,8 +81,8 @@ DraftTree BuildSpineTree(int32_t anchor, int32_t anchor_prev, std::span<const in
       if (!(succ[r].score >= params.min_score)) break;  // NaN fails too
       if (has_skip && succ[r].token == skip) continue;
       if (tree.FindChild(parent, succ[r].token) >= 0) continue;  // malformed list guard
-      const int node = tree.Add(succ[r].token, parent, NodeSource::kBranch, static_cast<int>(r),
-                                succ[r].score);
+      const int node =
+          tree.Add(succ[r].token, parent, NodeSource::kBranch, static_cast<int>(r), succ[r].score);
       ++attached;
       if (tree.depth[node] < params.max_depth) frontier.emplace_back(node, succ[r].score);
     }

@@ -69,12 +69,12 @@ DraftTree BuildFromTemplate(int32_t anchor, int32_t anchor_prev, const SequoiaSh
 // saturated 101-node chain). A candidate repeating an existing sibling (impossible for lists
 // from TopK) is skipped so invariants always hold.
 struct GooseParams {
-  int base_budget = 60;           // B0
-  int max_extended_chain = 100;   // E = max(0, max_extended_chain - B0)
+  int base_budget = 60;                  // B0
+  int max_extended_chain = 100;          // E = max(0, max_extended_chain - B0)
   double tiers[3] = {0.15, 0.30, 0.50};  // r0 for e < 1/5, < 2/5, else (exact tests)
-  double rho = 0.5;               // share of branch budget on spine nodes
+  double rho = 0.5;                      // share of branch budget on spine nodes
   int k = 10;
-  int max_depth = 6;              // D_max
+  int max_depth = 6;  // D_max
   float min_score = 0.01f;
 };
 DraftTree BuildSpineTree(int32_t anchor, int32_t anchor_prev, std::span<const int32_t> spine,
@@ -86,14 +86,14 @@ DraftTree BuildSpineTree(int32_t anchor, int32_t anchor_prev, std::span<const in
 // and rho are read as the rationals they print as, 0.15 = 3/20; the tier test on the EMA is exact,
 // see SpineEma). A confidence outside [0, 1] (or den <= 0) is clamped.
 struct SpineTreePlan {
-  int budget = 0;                 // B = B0 + floor(c * E)
-  int64_t ratio_num = 0;          // r = ratio_num / ratio_den = r0 + c (1 - r0)
+  int budget = 0;         // B = B0 + floor(c * E)
+  int64_t ratio_num = 0;  // r = ratio_num / ratio_den = r0 + c (1 - r0)
   int64_t ratio_den = 1;
-  int spine_len = 0;              // Ls = min(|S|, floor(B r))
-  int branch_budget = 0;          // Bb = B - 1 - Ls (-1 for the saturated 100-node spine)
-  int spine_share = 0;            // max(1, floor(Bb rho)) if Ls > 0 and Bb > 0, else 0
-  int root_share = 0;             // max(0, Bb - spine_share)
-  std::vector<int> spine_alloc;   // [Ls] 1/(i+1) allocations of spine_share
+  int spine_len = 0;             // Ls = min(|S|, floor(B r))
+  int branch_budget = 0;         // Bb = B - 1 - Ls (-1 for the saturated 100-node spine)
+  int spine_share = 0;           // max(1, floor(Bb rho)) if Ls > 0 and Bb > 0, else 0
+  int root_share = 0;            // max(0, Bb - spine_share)
+  std::vector<int> spine_alloc;  // [Ls] 1/(i+1) allocations of spine_share
 };
 SpineTreePlan PlanSpineTree(int spine_size, Confidence c, const SpineEma& spine_ema,
                             const GooseParams& params);

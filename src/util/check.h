@@ -6,12 +6,12 @@
 #include <cstdio>
 #include <cstdlib>
 
-#define GOOSE_CHECK(cond)                                                              \
-  do {                                                                                 \
-    if (!(cond)) {                                                                     \
+#define GOOSE_CHECK(cond)                                                                 \
+  do {                                                                                    \
+    if (!(cond)) {                                                                        \
       std::fprintf(stderr, "%s:%d: GOOSE_CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-      std::abort();                                                                    \
-    }                                                                                  \
+      std::abort();                                                                       \
+    }                                                                                     \
   } while (0)
 
 #ifdef NDEBUG

@@ -45,9 +45,9 @@ enum class DType : uint32_t {
 };
 
 struct DTypeInfo {
-  std::string_view name;     // "f32", "q8_0", ...
-  int64_t block_size = 0;    // elements per block (1 for plain types); 0 = unknown type id
-  int64_t block_bytes = 0;   // bytes per block
+  std::string_view name;    // "f32", "q8_0", ...
+  int64_t block_size = 0;   // elements per block (1 for plain types); 0 = unknown type id
+  int64_t block_bytes = 0;  // bytes per block
 };
 
 // Geometry of a GGML type id; block_size == 0 if the id is not a known GGML type.

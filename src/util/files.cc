@@ -17,8 +17,8 @@ namespace fs = std::filesystem;
 std::string TempPathBeside(const std::string& path) {
   const fs::path target(path);
   static std::atomic<uint64_t> counter{0};
-  const uint64_t nonce = Mix64(static_cast<uint64_t>(::getpid()) * 0x9e3779b97f4a7c15ull +
-                               counter.fetch_add(1));
+  const uint64_t nonce =
+      Mix64(static_cast<uint64_t>(::getpid()) * 0x9e3779b97f4a7c15ull + counter.fetch_add(1));
   const std::string name = "." + target.filename().string() +
                            StrFormat(".%016llx.tmp", static_cast<unsigned long long>(nonce));
   return (target.parent_path() / name).string();

@@ -47,13 +47,14 @@ uint16_t F32ToF16(float f) {
   const uint32_t u = FloatToBits(f);
   const uint32_t sign = (u >> 16) & 0x8000u;
   const uint32_t abs = u & 0x7fffffffu;
-  if (abs > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);  // NaN
+  if (abs > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);   // NaN
   if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // overflow -> inf
   if (abs < 0x38800000u) {  // result is subnormal or zero in f16
     if (abs < 0x33000000u) return static_cast<uint16_t>(sign);  // below half the min subnormal
     const uint32_t e = abs >> 23;
     const uint32_t mant = (abs & 0x7fffffu) | 0x800000u;
-    const uint32_t shift = 126 - e;  // 14 - (e - 127) + 13 - 1 ... derived: target = mant >> (126 - e)
+    const uint32_t shift =
+        126 - e;  // 14 - (e - 127) + 13 - 1 ... derived: target = mant >> (126 - e)
     uint32_t r = mant >> shift;
     const uint32_t rem = mant & ((1u << shift) - 1);
     const uint32_t half = 1u << (shift - 1);

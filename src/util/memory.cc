@@ -27,9 +27,9 @@ std::string FormatBytes(uint64_t bytes) {
 Status CheckMemory(uint64_t bytes, const std::string& what, const std::string& advice) {
   const uint64_t available = AvailableMemoryBytes();
   if (available == 0 || bytes <= available) return Status::Ok();
-  return Status::Error(StrFormat("%s needs %s of memory but only %s is available; %s",
-                                 what.c_str(), FormatBytes(bytes).c_str(),
-                                 FormatBytes(available).c_str(), advice.c_str()));
+  return Status::Error(StrFormat("%s needs %s of memory but only %s is available; %s", what.c_str(),
+                                 FormatBytes(bytes).c_str(), FormatBytes(available).c_str(),
+                                 advice.c_str()));
 }
 
 }  // namespace goose

@@ -30,7 +30,7 @@ class [[nodiscard]] Status {
 template <typename T>
 class [[nodiscard]] StatusOr {
  public:
-  StatusOr(T value) : v_(std::move(value)) {}  // NOLINT: implicit like absl::StatusOr
+  StatusOr(T value) : v_(std::move(value)) {}         // NOLINT: implicit like absl::StatusOr
   StatusOr(Status status) : v_(std::move(status)) {}  // NOLINT; must not be OK
 
   bool ok() const { return std::holds_alternative<T>(v_); }
@@ -52,9 +52,9 @@ std::string StrFormat(const char* fmt, ...) __attribute__((format(printf, 1, 2))
 
 }  // namespace goose
 
-#define GOOSE_RETURN_IF_ERROR(expr)              \
-  do {                                           \
-    ::goose::Status goose_status_ = (expr);      \
+#define GOOSE_RETURN_IF_ERROR(expr)                \
+  do {                                             \
+    ::goose::Status goose_status_ = (expr);        \
     if (!goose_status_.ok()) return goose_status_; \
   } while (0)
 

@@ -33,9 +33,7 @@ ThreadPool::~ThreadPool() {
   for (auto& w : workers_) w.join();
 }
 
-int ThreadPool::DefaultThreads() {
-  return std::max(1u, std::thread::hardware_concurrency());
-}
+int ThreadPool::DefaultThreads() { return std::max(1u, std::thread::hardware_concurrency()); }
 
 void ThreadPool::Run(const std::function<void(int, int)>& fn) {
   if (n_threads_ == 1) {

@@ -144,8 +144,8 @@ double SpecStats::MeanTreeNodes() const {
 }
 
 std::string SpecStats::Summary() const {
-  std::string out = StrFormat("cycles %lld, tokens/cycle %.3f, routes", static_cast<long long>(cycles),
-                              TokensPerCycle());
+  std::string out = StrFormat("cycles %lld, tokens/cycle %.3f, routes",
+                              static_cast<long long>(cycles), TokensPerCycle());
   for (int r = 0; r < kNumRoutes; ++r) {
     if (route_cycles[r] == 0) continue;
     out += StrFormat(" %s %lld", RouteName(static_cast<Route>(r)),

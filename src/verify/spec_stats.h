@@ -2,8 +2,8 @@
 //
 // Contract
 // - AccumulateStats(tree, route, result, stats) adds one verified cycle: its route (as the
-//   method that built the tree reports it), drafted / reached / accepted nodes per source, per depth and per
-//   rank, committed and bonus tokens, stops and spine continuations.
+//   method that built the tree reports it), drafted / reached / accepted nodes per source, per
+//   depth and per rank, committed and bonus tokens, stops and spine continuations.
 // - "Reached" = the node's parent is on the accepted path (the root counts as accepted), so
 //   accepted[s] / reached[s] is the per-reached-node acceptance rate of source s.
 // - Per-depth buckets clamp at kMaxDepth, per-rank buckets at kMaxRank - 1 (last = "or more").
@@ -58,7 +58,7 @@ struct SpecStats {
   int64_t route_cycles[kNumRoutes] = {};
   int64_t committed = 0;  // accepted + bonus tokens
   int64_t bonus = 0;
-  int64_t stopped = 0;  // cycles that committed a stop token
+  int64_t stopped = 0;                         // cycles that committed a stop token
   int64_t tree_nodes[kMaxTreeNodes + 1] = {};  // passes by scored tree size (see above)
   int64_t tree_nodes_total = 0;                // sum of scored tree sizes
 

@@ -19,10 +19,10 @@
 namespace goose {
 
 struct AcceptResult {
-  std::vector<int32_t> path;      // accepted node indices, root excluded, in order
-  std::vector<int32_t> tokens;    // committed tokens: accepted then bonus (if any)
-  int32_t bonus = -1;             // -1 if generation stopped inside the path
-  bool stopped = false;           // a stop token was committed
+  std::vector<int32_t> path;        // accepted node indices, root excluded, in order
+  std::vector<int32_t> tokens;      // committed tokens: accepted then bonus (if any)
+  int32_t bonus = -1;               // -1 if generation stopped inside the path
+  bool stopped = false;             // a stop token was committed
   bool spine_continuation = false;  // the path holds both spine and branch nodes
 };
 

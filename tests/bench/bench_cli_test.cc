@@ -38,14 +38,15 @@ TEST(BenchCli, TinyRunWritesResultsTableAndPlots) {
   int rc = -1;
   const std::string out =
       RunCmd("XDG_CACHE_HOME=" + dir + "/cache " + Goose() + " bench -m " + testing::TinyModel() +
-              " --data-dir " + testing::DataDir() +
-              " --data tinystories:2 --methods none,goose --budgets 16 --max-tokens 16 -t 1"
-              " --quiet --out " + dir + "/out",
-          &rc);
+                 " --data-dir " + testing::DataDir() +
+                 " --data tinystories:2 --methods none,goose --budgets 16 --max-tokens 16 -t 1"
+                 " --quiet --out " +
+                 dir + "/out",
+             &rc);
   ASSERT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("equality check: 0 mismatching prompts"), std::string::npos) << out;
-  for (const char* f : {"results.json", "results.md", "speedup_vs_budget.png",
-                        "mat_by_dataset.png", "acceptance_by_depth.png"}) {
+  for (const char* f : {"results.json", "results.md", "speedup_vs_budget.png", "mat_by_dataset.png",
+                        "acceptance_by_depth.png"}) {
     const fs::path p = fs::path(dir) / "out" / f;
     ASSERT_TRUE(fs::exists(p)) << p;
     EXPECT_GT(fs::file_size(p), 100u) << p;
@@ -57,8 +58,8 @@ TEST(BenchCli, TinyRunWritesResultsTableAndPlots) {
   EXPECT_EQ(std::string(magic + 1, 3), "PNG");
   std::ifstream in(dir + "/out/results.json");
   const nlohmann::json j = nlohmann::json::parse(in);
-  for (const char* key : {"schema", "machine", "model", "commit", "settings", "datasets",
-                          "results", "summary", "equality", "verify_cost", "wall_seconds"}) {
+  for (const char* key : {"schema", "machine", "model", "commit", "settings", "datasets", "results",
+                          "summary", "equality", "verify_cost", "wall_seconds"}) {
     EXPECT_TRUE(j.contains(key)) << key;
   }
   EXPECT_TRUE(j["machine"]["cpu"].is_string());
@@ -81,8 +82,8 @@ TEST(BenchCli, AutoBudgetProjectionAndMismatchExitCode) {
   const std::string cmd = Goose() + " bench -m " + testing::TinyModel() + " --data-dir " +
                           testing::DataDir() +
                           " --data tinystories:2 --methods pld,goose --budgets 8,auto,auto-cm"
-                          " --max-tokens 16 -t 1 --quiet --cost-model " + testing::TinyModel() +
-                          " --out " + dir + "/out";
+                          " --max-tokens 16 -t 1 --quiet --cost-model " +
+                          testing::TinyModel() + " --out " + dir + "/out";
   const std::string env = "XDG_CACHE_HOME=" + dir + "/cache ";
   int rc = -1;
   std::string out = RunCmd(env + cmd, &rc);
@@ -96,8 +97,8 @@ TEST(BenchCli, AutoBudgetProjectionAndMismatchExitCode) {
     EXPECT_TRUE(row["relative_cost_cost_model"].is_number()) << row["config"];
     EXPECT_TRUE(row["speedup_per_prompt"].is_object()) << row["config"];
   }
-  EXPECT_EQ(configs, (std::vector<std::string>{"none", "pld", "goose@8", "goose@auto",
-                                                "goose@auto-cm"}));
+  EXPECT_EQ(configs,
+            (std::vector<std::string>{"none", "pld", "goose@8", "goose@auto", "goose@auto-cm"}));
   // With a cost model the projection has its own plot (the measured one stays separate).
   const fs::path projected = fs::path(dir) / "out" / "projected_speedup_vs_budget.png";
   ASSERT_TRUE(fs::exists(projected));

@@ -24,8 +24,9 @@ json Row(const std::string& method, const std::string& variant, const std::strin
   depth.push_back({{"depth", 1}, {"drafted", 100}, {"reached", 100}, {"accepted", 50}});
   depth.push_back({{"depth", 2}, {"drafted", 50}, {"reached", 50}, {"accepted", 20}});
   depth.push_back({{"depth", 3}, {"drafted", 20}, {"reached", 3}, {"accepted", 1}});  // too few
-  const double tree = budget == "auto" ? 3.5 : budget == "default" ? (variant == "tr" ? 40 : 1)
-                                                                    : std::stod(budget) - 0.5;
+  const double tree = budget == "auto"      ? 3.5
+                      : budget == "default" ? (variant == "tr" ? 40 : 1)
+                                            : std::stod(budget) - 0.5;
   return {{"dataset", dataset},
           {"method", method},
           {"variant", variant},
@@ -123,7 +124,8 @@ TEST(BenchReport, PlotsInAFolderWithQuotesInItsName) {
   std::vector<std::string> files;
   const Status st = WritePlots(Results(), dir, &files);
   ASSERT_TRUE(st.ok()) << st.message();
-  for (const char* png : {"speedup_vs_budget.png", "mat_by_dataset.png", "acceptance_by_depth.png"}) {
+  for (const char* png :
+       {"speedup_vs_budget.png", "mat_by_dataset.png", "acceptance_by_depth.png"}) {
     EXPECT_TRUE(std::filesystem::exists(std::filesystem::path(dir) / png)) << png;
   }
   std::filesystem::remove_all(std::filesystem::path(dir).parent_path());

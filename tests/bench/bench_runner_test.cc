@@ -5,8 +5,8 @@
 #include <gtest/gtest.h>
 
 #include "bench/bench_report.h"
-#include "budget/cost_cache.h"
 #include "bench_test_util.h"
+#include "budget/cost_cache.h"
 #include "model/model.h"
 
 namespace goose {
@@ -56,8 +56,8 @@ class RunBenchTest : public ::testing::Test {
     model_ = &session_->model();
     auto sets = ExpandDataSpec({"gsm8k", "", 2}, testing::DataDir(), nullptr, 2);
     ASSERT_TRUE(sets.ok()) << sets.status().message();
-    auto stories = ExpandDataSpec({"tinystories", "", 1}, testing::DataDir(),
-                                  &model_->tokenizer(), 1);
+    auto stories =
+        ExpandDataSpec({"tinystories", "", 1}, testing::DataDir(), &model_->tokenizer(), 1);
     ASSERT_TRUE(stories.ok()) << stories.status().message();
     sets_ = *sets;
     sets_.push_back((*stories)[0]);
@@ -85,9 +85,9 @@ TEST_F(RunBenchTest, OutputsMatchPlainAndSchemaHolds) {
     for (const char* key : {"dataset", "method", "budget", "config"}) {
       EXPECT_TRUE(row[key].is_string()) << key;
     }
-    for (const char* key : {"tokens_per_second", "mean_accepted_tokens", "speedup",
-                            "decode_seconds", "mean_tree_nodes",
-                            "relative_cost_model_under_test", "projected_speedup"}) {
+    for (const char* key :
+         {"tokens_per_second", "mean_accepted_tokens", "speedup", "decode_seconds",
+          "mean_tree_nodes", "relative_cost_model_under_test", "projected_speedup"}) {
       EXPECT_TRUE(row[key].is_number()) << key << " in " << row["config"];
     }
     for (const char* key : {"prompts", "generated_tokens", "mismatching_prompts"}) {
@@ -127,8 +127,7 @@ TEST_F(RunBenchTest, OutputsMatchPlainAndSchemaHolds) {
       passes += count.get<int64_t>();
     }
     EXPECT_EQ(passes, row["stats"]["forward_passes"].get<int64_t>()) << row["config"];
-    EXPECT_NEAR(row["relative_cost_cost_model"].get<double>(), sum / passes, 1e-9)
-        << row["config"];
+    EXPECT_NEAR(row["relative_cost_cost_model"].get<double>(), sum / passes, 1e-9) << row["config"];
     EXPECT_NEAR(row["projected_speedup"].get<double>(),
                 row["mean_accepted_tokens"].get<double>() / (sum / passes) /
                     none["mean_accepted_tokens"].get<double>(),

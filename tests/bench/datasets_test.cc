@@ -131,8 +131,7 @@ TEST(LoadDataSet, MalformedInputNamesFileAndLine) {
   const std::string arr = WriteFile(dir, "bad.json", "[{\"instruction\": \"a\"}, {\"x\": 1}]");
   auto a = LoadDataSet(Spec("alpaca_eval"), dir, nullptr, 0, arr);
   ASSERT_FALSE(a.ok());
-  EXPECT_NE(a.status().message().find("record 1: missing field \"instruction\""),
-            std::string::npos)
+  EXPECT_NE(a.status().message().find("record 1: missing field \"instruction\""), std::string::npos)
       << a.status().message();
   const std::string obj = WriteFile(dir, "obj.json", "{\"instruction\": \"a\"}");
   EXPECT_FALSE(LoadDataSet(Spec("alpaca_eval"), dir, nullptr, 0, obj).ok());

@@ -75,8 +75,10 @@ TEST(DraftReport, PlotShowsTheDraftMethodsSources) {
   std::string header;
   std::getline(in, header);
   EXPECT_EQ(header, "depth\t\"graft@16 draft\"\t\"graft@16 graft_context\"");
-  EXPECT_TRUE(std::filesystem::exists(std::filesystem::path(dir) / "draft_acceptance_by_source.png"));
-  EXPECT_TRUE(std::filesystem::exists(std::filesystem::path(dir) / "tokens_per_second_vs_budget.png"));
+  EXPECT_TRUE(
+      std::filesystem::exists(std::filesystem::path(dir) / "draft_acceptance_by_source.png"));
+  EXPECT_TRUE(
+      std::filesystem::exists(std::filesystem::path(dir) / "tokens_per_second_vs_budget.png"));
   std::filesystem::remove_all(dir);
 }
 

@@ -129,7 +129,7 @@ TEST(BestBudgetForTreeSizes, ChargesTheTreeThatIsBuiltNotTheBudget) {
   EXPECT_EQ(BestBudget(e, cost), 64);
   std::vector<std::vector<int64_t>> sizes(65, std::vector<int64_t>(65, 0));
   EXPECT_EQ(BestBudgetForTreeSizes(e, cost, sizes), 64);  // nothing observed: nominal
-  sizes[64][64] = 10;  // trees filled their budget
+  sizes[64][64] = 10;                                     // trees filled their budget
   EXPECT_EQ(BestBudgetForTreeSizes(e, cost, sizes), 64);
   // Trees at budget 64 stopped at 11 nodes (PLD's chain): every budget >= 11 builds and costs
   // 11 nodes, and the smallest of the equal rates wins.

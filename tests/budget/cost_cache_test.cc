@@ -62,7 +62,7 @@ TEST(VerifyCost, MonotoneFixTakesTheSuffixMinimum) {
   // Noise: 4 nodes measured cheaper than 2, and 12 dearer than 16.
   std::vector<VerifyCostPoint> c = {{16, 2.5}, {1, 1.0}, {2, 1.2}, {4, 1.1}, {8, 2.0}, {12, 3.0}};
   MakeMonotone(&c);
-  const std::vector<std::pair<int, double>> want = {{1, 1.0}, {2, 1.1}, {4, 1.1},
+  const std::vector<std::pair<int, double>> want = {{1, 1.0}, {2, 1.1},  {4, 1.1},
                                                     {8, 2.0}, {12, 2.5}, {16, 2.5}};
   ASSERT_EQ(c.size(), want.size());
   for (size_t i = 0; i < c.size(); ++i) {
@@ -76,7 +76,8 @@ TEST(ParseCostCacheTest, AcceptsOnlyCurvesGooseCouldHaveWritten) {
   auto parse = [&](const json& curve) {
     return ParseCostCache(json{{"key", key}, {"curve", curve}}.dump(), key);
   };
-  auto ok = parse(json::array({{{"nodes", 4}, {"seconds", 2e-4}}, {{"nodes", 1}, {"seconds", 3e-4}},
+  auto ok = parse(json::array({{{"nodes", 4}, {"seconds", 2e-4}},
+                               {{"nodes", 1}, {"seconds", 3e-4}},
                                {{"nodes", 128}, {"seconds", 9e-4}}}));
   ASSERT_TRUE(ok.ok()) << ok.status().message();
   ASSERT_EQ(ok->curve.size(), 3u);
@@ -88,7 +89,8 @@ TEST(ParseCostCacheTest, AcceptsOnlyCurvesGooseCouldHaveWritten) {
   // BudgetChooser allocate [nodes]^2 counters; a float nodes count converted to int is UB.
   for (const json& bad : {json(129), json(100000), json(1e10), json(1.5), json(0), json(-1),
                           json("1"), json(18446744073709551615ull)}) {
-    auto r = parse(json::array({{{"nodes", 1}, {"seconds", 1e-4}}, {{"nodes", bad}, {"seconds", 2e-4}}}));
+    auto r = parse(
+        json::array({{{"nodes", 1}, {"seconds", 1e-4}}, {{"nodes", bad}, {"seconds", 2e-4}}}));
     ASSERT_FALSE(r.ok()) << bad.dump();
     EXPECT_NE(r.status().message().find("unreadable"), std::string::npos) << r.status().message();
   }
@@ -96,7 +98,8 @@ TEST(ParseCostCacheTest, AcceptsOnlyCurvesGooseCouldHaveWritten) {
     EXPECT_FALSE(parse(json::array({{{"nodes", 1}, {"seconds", bad}}})).ok()) << bad.dump();
   }
   EXPECT_FALSE(parse(json::array({{{"nodes", 2}, {"seconds", 1e-4}}})).ok());  // no 1-node point
-  auto other = ParseCostCache(json{{"key", {{"cpu", "d"}, {"threads", 2}}}, {"curve", json::array()}}.dump(), key);
+  auto other = ParseCostCache(
+      json{{"key", {{"cpu", "d"}, {"threads", 2}}}, {"curve", json::array()}}.dump(), key);
   ASSERT_FALSE(other.ok());
   EXPECT_EQ(other.status().message(), "measured for another cpu");
 }
@@ -175,8 +178,8 @@ TEST_F(CostCacheTest, RoundTripAndKey) {
 TEST_F(CostCacheTest, CorruptFileIsRemeasuredWithAWarning) {
   auto first = Load();
   ASSERT_TRUE(first.ok());
-  for (const std::string& junk : {std::string("{\"curve\": [1, 2"), std::string("\x01\x02garbage"),
-                                  std::string()}) {
+  for (const std::string& junk :
+       {std::string("{\"curve\": [1, 2"), std::string("\x01\x02garbage"), std::string()}) {
     std::ofstream(first->cache_path, std::ios::trunc) << junk;
     auto r = Load();
     ASSERT_TRUE(r.ok()) << r.status().message();
@@ -291,8 +294,9 @@ TEST_F(CostCacheTest, ObservedPassTimesAreKeptAndMerged) {
   EXPECT_TRUE(cal->observed.empty());
   const int n1 = cal->curve[0].nodes, n2 = cal->curve[1].nodes;
   const double c2 = cal->curve[1].seconds;
-  ASSERT_TRUE(RecordObservedCosts(*cal, {{n2, 2 * c2}, {n1, 3 * c2}, {129, 1.0}, {n1 + 1000, 1.0},
-                                         {n2 + 1, -1.0}}).ok());
+  ASSERT_TRUE(RecordObservedCosts(
+                  *cal, {{n2, 2 * c2}, {n1, 3 * c2}, {129, 1.0}, {n1 + 1000, 1.0}, {n2 + 1, -1.0}})
+                  .ok());
   auto next = Load();
   ASSERT_TRUE(next.ok());
   EXPECT_TRUE(next->from_cache);

@@ -87,12 +87,12 @@ TEST(DepthCost, DeepPassesCorrectTheCurveAtItsDepth) {
 // The cost cache keeps the slopes beside the curve; an unreadable "depth" loses them alone.
 TEST(DepthCost, TheCostCacheKeepsTheSlopes) {
   const nlohmann::json key = {{"model", "m"}};
-  nlohmann::json j = {{"key", key},
-                      {"calibrations", 1},
-                      {"noisy", false},
-                      {"curve",
-                       {{{"nodes", 1}, {"seconds", 1e-3}}, {{"nodes", 16}, {"seconds", 2e-3}}}},
-                      {"depth", {{"depth", 256}, {"per_key", 1e-7}, {"per_row_key", 2e-8}}}};
+  nlohmann::json j = {
+      {"key", key},
+      {"calibrations", 1},
+      {"noisy", false},
+      {"curve", {{{"nodes", 1}, {"seconds", 1e-3}}, {{"nodes", 16}, {"seconds", 2e-3}}}},
+      {"depth", {{"depth", 256}, {"per_key", 1e-7}, {"per_row_key", 2e-8}}}};
   auto c = ParseCostCache(j.dump(), key);
   ASSERT_TRUE(c.ok()) << c.status().message();
   EXPECT_EQ(c->depth.depth, 256);

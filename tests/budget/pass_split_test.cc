@@ -84,8 +84,8 @@ TEST(SplitPass, SteepCurvesCutToRootsFlatOnesKeepEverything) {
                                        {{}, 64, true}};  // a prefill chunk
   std::vector<double> steep(129), flat(129);
   for (int n = 1; n <= 128; ++n) {
-    steep[n] = 0.01 * n;              // every row costs a whole pass
-    flat[n] = 0.01 * (1 + n / 1e4);   // rows nearly free
+    steep[n] = 0.01 * n;             // every row costs a whole pass
+    flat[n] = 0.01 * (1 + n / 1e4);  // rows nearly free
   }
   EXPECT_EQ(SplitPass(trees, steep, 100.0), (std::vector<int>{1, 1, 64}));
   EXPECT_EQ(SplitPass(trees, flat, 100.0), (std::vector<int>{4, 3, 64}));

@@ -59,8 +59,8 @@ TEST(ValueCalibration, SavedStateLoadsBackAndBadStateIsRejected) {
   EXPECT_EQ(back.NodeScale(16), cal.NodeScale(16));
 
   EXPECT_FALSE(back.Load(bytes.substr(1)).ok());
-  for (double bad : {-1.0, std::numeric_limits<double>::quiet_NaN(),
-                     std::numeric_limits<double>::infinity()}) {
+  for (double bad :
+       {-1.0, std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity()}) {
     std::string b = bytes;
     std::memcpy(b.data() + 3 * sizeof(double), &bad, sizeof(bad));
     EXPECT_FALSE(back.Load(b).ok()) << bad;

@@ -1,10 +1,10 @@
 // Bad input through the C API is a status and a message, never a crash: NULL pointers, handles
 // of another kind, foreign pointers, handles used after their free, bad ids and sizes, files
 // that are not models.
+#include <unistd.h>
 #include <filesystem>
 #include <fstream>
 #include <string>
-#include <unistd.h>
 #include <vector>
 
 #include "capi_test_util.h"
@@ -99,8 +99,8 @@ TEST(ApiErrors, UseAfterFree) {
   EXPECT_FAILS(goose_drafter_begin(d, prompt, 3, &r), GOOSE_ERROR_INVALID_HANDLE,
                "used after it was freed");
   EXPECT_FAILS(goose_drafter_free(d), GOOSE_ERROR_INVALID_HANDLE, "used after it was freed");
-  EXPECT_FAILS(goose_session_free(reinterpret_cast<goose_session*>(d)),
-               GOOSE_ERROR_INVALID_HANDLE, "a freed goose_drafter, not a goose_session");
+  EXPECT_FAILS(goose_session_free(reinterpret_cast<goose_session*>(d)), GOOSE_ERROR_INVALID_HANDLE,
+               "a freed goose_drafter, not a goose_session");
 
   ModelPtr m = LoadTiny();
   goose_session* s = nullptr;
@@ -156,8 +156,8 @@ TEST(ApiErrors, BadIdsAndValues) {
                GOOSE_ERROR_INVALID_ARGUMENT, "stop_tokens");
   std::vector<int32_t> long_prompt(mi.n_ctx, 1);
   goose_generate_default_params(&p);
-  EXPECT_FAILS(goose_session_generate(s.get(), long_prompt.data(), int32_t(long_prompt.size()),
-                                      &p, nullptr, nullptr, nullptr),
+  EXPECT_FAILS(goose_session_generate(s.get(), long_prompt.data(), int32_t(long_prompt.size()), &p,
+                                      nullptr, nullptr, nullptr),
                GOOSE_ERROR_INVALID_ARGUMENT, "context");
   // Scoring: rows that are not there, malformed trees, paths that are not chains.
   int32_t tok = 0;
@@ -173,8 +173,7 @@ TEST(ApiErrors, BadIdsAndValues) {
   int32_t ids[4];
   EXPECT_FAILS(goose_session_top_k(s.get(), 0, 0, ids, nullptr), GOOSE_ERROR_INVALID_ARGUMENT, "k");
   const int32_t not_chain[] = {0, 1, 2}, not_root[] = {1}, out_of_range[] = {0, 7};
-  EXPECT_FAILS(goose_session_keep(s.get(), not_chain, 3), GOOSE_ERROR_INVALID_ARGUMENT,
-               "path[2]");
+  EXPECT_FAILS(goose_session_keep(s.get(), not_chain, 3), GOOSE_ERROR_INVALID_ARGUMENT, "path[2]");
   EXPECT_FAILS(goose_session_keep(s.get(), not_root, 1), GOOSE_ERROR_INVALID_ARGUMENT, "path[0]");
   EXPECT_FAILS(goose_session_keep(s.get(), out_of_range, 2), GOOSE_ERROR_INVALID_ARGUMENT,
                "path[1]");

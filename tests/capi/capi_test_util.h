@@ -24,16 +24,16 @@ inline std::string TinyModelPath() {
 inline std::string GooseBinary() { return std::string(GOOSE_BINARY_DIR) + "/goose"; }
 
 // ASSERT_OK(goose_call(...)): the status, and the last error if it failed.
-#define ASSERT_OK(call)                                                          \
-  do {                                                                           \
-    const goose_status st_ = (call);                                             \
+#define ASSERT_OK(call)                                                               \
+  do {                                                                                \
+    const goose_status st_ = (call);                                                  \
     ASSERT_EQ(st_, GOOSE_OK) << goose_status_name(st_) << ": " << goose_last_error(); \
   } while (0)
-#define EXPECT_STATUS(call, want)                                                            \
-  do {                                                                                       \
-    const goose_status st_ = (call);                                                         \
-    EXPECT_EQ(st_, want) << #call << " gave " << goose_status_name(st_) << ": "             \
-                         << goose_last_error();                                              \
+#define EXPECT_STATUS(call, want)                                               \
+  do {                                                                          \
+    const goose_status st_ = (call);                                            \
+    EXPECT_EQ(st_, want) << #call << " gave " << goose_status_name(st_) << ": " \
+                         << goose_last_error();                                 \
   } while (0)
 
 struct ModelDeleter {
@@ -101,8 +101,8 @@ inline const std::string& CacheHome() {
 
 // Runs the goose binary with `args`; its stdout.
 inline std::string RunGoose(const std::string& args, int* exit_code = nullptr) {
-  const std::string cmd = "XDG_CACHE_HOME='" + CacheHome() + "' " + GooseBinary() + " " + args +
-                          " 2>/dev/null";
+  const std::string cmd =
+      "XDG_CACHE_HOME='" + CacheHome() + "' " + GooseBinary() + " " + args + " 2>/dev/null";
   FILE* p = popen(cmd.c_str(), "r");
   std::string out;
   if (p == nullptr) return out;

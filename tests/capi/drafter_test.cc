@@ -1,10 +1,10 @@
 // The drafter's contract through the C API: the ancestor mask, a request's states, determinism,
 // save and load, and one drafter shared by requests on several threads.
+#include <unistd.h>
 #include <filesystem>
 #include <fstream>
 #include <string>
 #include <thread>
-#include <unistd.h>
 #include <vector>
 
 #include "host_loop.h"
@@ -60,9 +60,9 @@ RequestPtr Start(goose_drafter* d, const std::vector<int32_t>& prompt, int32_t f
   std::vector<int32_t> ids;
   std::vector<float> logits;
   PatternRows(prompt.data(), int(prompt.size()), &ids, &logits);
-  EXPECT_EQ(goose_drafter_observe_prompt(r, 0, int32_t(prompt.size()), ids.data(), logits.data(),
-                                         kK),
-            GOOSE_OK);
+  EXPECT_EQ(
+      goose_drafter_observe_prompt(r, 0, int32_t(prompt.size()), ids.data(), logits.data(), kK),
+      GOOSE_OK);
   EXPECT_EQ(goose_drafter_commit(r, nullptr, 0, first), GOOSE_OK) << goose_last_error();
   return RequestPtr(r);
 }

@@ -36,8 +36,8 @@ inline bool IsEog(goose_model* m, int32_t token) {
 // The walk of the tree's first n nodes with the host's greedy tokens (the verifier's rule: go to
 // the child carrying the target's token; siblings' tokens are distinct). Returns the accepted
 // nodes; *bonus = the token at the stop node, or -1 when an accepted token ends generation.
-inline std::vector<int32_t> Walk(goose_model* m, goose_session* s, const goose_draft_tree& t,
-                                 int n, int32_t* bonus) {
+inline std::vector<int32_t> Walk(goose_model* m, goose_session* s, const goose_draft_tree& t, int n,
+                                 int32_t* bonus) {
   std::vector<int32_t> path;
   int v = 0;
   while (true) {

@@ -57,8 +57,9 @@ TEST(HostLoop, MatchesGooseGenerateAtFixedBudgets) {
       DrafterPtr d = NewDrafter(m.get(), "goose");
       const HostLoopResult host = RunHostLoop(m.get(), s.get(), d.get(), prompt, kPredict, budget);
       EXPECT_EQ(host.tokens, PlainTokens(s.get(), prompt));  // lossless
-      const nlohmann::json j = GenerateJson(
-          text, "-n " + std::to_string(kPredict) + " --spec goose --budget " + std::to_string(budget));
+      const nlohmann::json j =
+          GenerateJson(text, "-n " + std::to_string(kPredict) + " --spec goose --budget " +
+                                 std::to_string(budget));
       ASSERT_TRUE(j.is_object());
       EXPECT_EQ(host.tokens, j["tokens"].get<std::vector<int32_t>>());
       const double mat = j["stats"]["mean_accepted_tokens"].get<double>();
@@ -132,8 +133,8 @@ TEST(HostLoop, OneDrafterAcrossRequestsMatchesTheEngine) {
   for (int round = 0; round < 2; ++round) {
     for (const std::string& text : Prompts()) {
       const std::vector<int32_t> prompt = Tokenize(m.get(), text);
-      const HostLoopResult host = RunHostLoop(m.get(), host_session.get(), d.get(), prompt,
-                                              kPredict, p.budget);
+      const HostLoopResult host =
+          RunHostLoop(m.get(), host_session.get(), d.get(), prompt, kPredict, p.budget);
       goose_generate_stats st;
       ASSERT_OK(goose_session_generate(engine.get(), prompt.data(), int32_t(prompt.size()), &p,
                                        nullptr, nullptr, &st));
@@ -167,8 +168,8 @@ TEST(HostLoop, EveryModelFreeMethodIsLossless) {
   SessionPtr s = OpenSession(m.get());
   const std::vector<int32_t> prompt = Tokenize(m.get(), Prompts()[1]);
   const std::vector<int32_t> plain = PlainTokens(s.get(), prompt);
-  for (const char* method : {"goose+paper", "goose+cold", "tr", "pld", "balanced", "sequoia",
-                             "none"}) {
+  for (const char* method :
+       {"goose+paper", "goose+cold", "tr", "pld", "balanced", "sequoia", "none"}) {
     DrafterPtr d = NewDrafter(m.get(), method);
     const HostLoopResult host = RunHostLoop(m.get(), s.get(), d.get(), prompt, kPredict, 16);
     EXPECT_EQ(host.tokens, plain) << method;

@@ -208,8 +208,8 @@ TEST(Session, SessionsOfOneModelRunOnThreads) {
       p.max_tokens = 40;
       p.method = i == 0 ? "none" : "goose";
       p.budget = 12;
-      EXPECT_EQ(goose_session_generate(s.get(), prompt.data(), int32_t(prompt.size()), &p,
-                                       nullptr, nullptr, nullptr),
+      EXPECT_EQ(goose_session_generate(s.get(), prompt.data(), int32_t(prompt.size()), &p, nullptr,
+                                       nullptr, nullptr),
                 GOOSE_OK);
       const int32_t* t = nullptr;
       int32_t n = 0;

@@ -6,13 +6,13 @@
 
 #include <goose/goose.h>
 
-#define CHECK(call)                                                                    \
-  do {                                                                                 \
-    goose_status st_ = (call);                                                         \
-    if (st_ != GOOSE_OK) {                                                             \
+#define CHECK(call)                                                                       \
+  do {                                                                                    \
+    goose_status st_ = (call);                                                            \
+    if (st_ != GOOSE_OK) {                                                                \
       fprintf(stderr, "%s: %s: %s\n", #call, goose_status_name(st_), goose_last_error()); \
-      return 1;                                                                        \
-    }                                                                                  \
+      return 1;                                                                           \
+    }                                                                                     \
   } while (0)
 
 static int32_t print_piece(void* user, const int32_t* tokens, int32_t n, const char* text,
@@ -79,7 +79,7 @@ int main(int argc, char** argv) {
   printf("a tree of %d nodes rooted at %d\n", tree.n_nodes, tree.tokens[0]);
   CHECK(goose_drafter_commit(request, NULL, 0, 13));
   CHECK(goose_drafter_end(request));
-  if (goose_drafter_end(request) != GOOSE_ERROR_INVALID_HANDLE) return 1;  /* used after free */
+  if (goose_drafter_end(request) != GOOSE_ERROR_INVALID_HANDLE) return 1; /* used after free */
 
   CHECK(goose_drafter_free(drafter));
   CHECK(goose_session_free(session));

@@ -1,10 +1,11 @@
 // Losslessness on the qwen3, gemma2, gemma3 and phi3 reference models: every speculative
-// method (every registered variant but the table-lifetime ones) at budgets 1, 8, 32 and the method's default, greedy and sampled, emits
-// exactly the ids of --spec none, over ten prompts of which several are longer than the
-// gemmas' 64-token sliding window (so tree nodes sit past the window's edge, in the prompt and
-// along their own paths). The models' logits are soft-capped (gemma2), windowed (gemma2/3),
-// Q/K-normed (qwen3, gemma3) and built from fused tensors (phi3). Every case also accepts at
-// least its method's floor of draft tokens, by source (tests/spec_floor.h).
+// method (every registered variant but the table-lifetime ones) at budgets 1, 8, 32 and the
+// method's default, greedy and sampled, emits exactly the ids of --spec none, over ten prompts of
+// which several are longer than the gemmas' 64-token sliding window (so tree nodes sit past the
+// window's edge, in the prompt and along their own paths). The models' logits are soft-capped
+// (gemma2), windowed (gemma2/3), Q/K-normed (qwen3, gemma3) and built from fused tensors (phi3).
+// Every case also accepts at least its method's floor of draft tokens, by source
+// (tests/spec_floor.h).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -103,7 +104,6 @@ GenerateParams Params(bool sampled, int n_predict, bool ignore_eos) {
   }
   return p;
 }
-
 
 class ArchLosslessTest : public testing::TestWithParam<Case> {};
 

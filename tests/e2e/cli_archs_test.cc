@@ -41,9 +41,9 @@ TEST(CliArchs, TopLogitsAndGreedyMatchLlamaCppReference) {
       const auto prompt = ref["prompt"].get<std::vector<int>>();
       const auto greedy = ref["greedy"].get<std::vector<int>>();
       const std::string model = SharedPath("reference/archs/ref-" + arch + ".gguf");
-      const RunResult r = Goose("generate -m " + model + " --prompt-ids " + Ids(prompt) + " -n " +
-                                std::to_string(greedy.size()) +
-                                " --ignore-eos -t 2 -b 50 --json --top-logits 10");
+      const RunResult r =
+          Goose("generate -m " + model + " --prompt-ids " + Ids(prompt) + " -n " +
+                std::to_string(greedy.size()) + " --ignore-eos -t 2 -b 50 --json --top-logits 10");
       ASSERT_EQ(r.exit_code, 0) << arch << ": " << r.err;
       const auto j = nlohmann::json::parse(r.out);
       EXPECT_EQ(j["prompt_tokens"].get<std::vector<int>>(), prompt) << arch;

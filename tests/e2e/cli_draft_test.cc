@@ -29,8 +29,8 @@ std::string Tiny() { return SharedPath("models/stories260K.gguf"); }
 std::string WeakDrafterFile() {
   static const std::string path = [] {
     const std::string p = Temp("weak.gguf");
-    const std::string cmd = "'" + SharedPath("tools/inflate_gguf.py") + "' '" + Tiny() + "' '" +
-                            p + "' --shape keep --drop-layers 3 --dtype f32 >/dev/null 2>&1";
+    const std::string cmd = "'" + SharedPath("tools/inflate_gguf.py") + "' '" + Tiny() + "' '" + p +
+                            "' --shape keep --drop-layers 3 --dtype f32 >/dev/null 2>&1";
     return std::system(cmd.c_str()) == 0 ? p : std::string();
   }();
   return path;
@@ -47,8 +47,7 @@ std::string SynthFile(const std::string& name, const std::string& extra,
 }
 
 bool OneErrorLine(const RunResult& r) {
-  return r.exit_code == 1 && r.err.rfind("goose: ", 0) == 0 &&
-         r.err.find('\n') == r.err.size() - 1;
+  return r.exit_code == 1 && r.err.rfind("goose: ", 0) == 0 && r.err.find('\n') == r.err.size() - 1;
 }
 
 const std::string kPrompt = " -p 'Lily and Tom went to the park. Lily and Tom' -n 40 -t 1";
@@ -111,7 +110,8 @@ TEST(CliDraft, MissingCorruptOtherVocabularyAndShortContextDraftsAreOneErrorEach
       {short_ctx, "context length is 64 tokens"},
   };
   for (const Case& c : cases) {
-    const RunResult r = Goose("generate -m " + Tiny() + " -md " + c.file + kPrompt + " --spec graft");
+    const RunResult r =
+        Goose("generate -m " + Tiny() + " -md " + c.file + kPrompt + " --spec graft");
     EXPECT_TRUE(OneErrorLine(r)) << c.file << ": " << r.exit_code << " " << r.err;
     EXPECT_NE(r.err.find(c.expect), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("draft model"), std::string::npos) << r.err;
@@ -138,7 +138,8 @@ TEST(CliDraft, BenchRunsTheDraftMethodsAndTabulatesThem) {
   const std::string out = Temp("bench");
   const RunResult r = Goose("bench -m " + Tiny() + " -md " + weak +
                             " --data tinystories:2 --max-tokens 24 -t 1 --quiet --methods "
-                            "draft,draft-tree,graft --budgets 8,auto --out " + out);
+                            "draft,draft-tree,graft --budgets 8,auto --out " +
+                            out);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const std::string md = ReadAll(out + "/results.md");
   EXPECT_NE(md.find("## Draft model"), std::string::npos) << md;

@@ -44,8 +44,8 @@ nlohmann::json ReferenceRecord(int index) {
 
 TEST(Cli, GenerateJsonMatchesReference) {
   const nlohmann::json ref = ReferenceRecord(0);
-  const RunResult r = Goose("generate -m " + Model() +
-                            " -p 'Once upon a time' -n 32 --ignore-eos -t 1 --json");
+  const RunResult r =
+      Goose("generate -m " + Model() + " -p 'Once upon a time' -n 32 --ignore-eos -t 1 --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["prompt_tokens"], ref["prompt_tokens"]);
@@ -54,8 +54,8 @@ TEST(Cli, GenerateJsonMatchesReference) {
   EXPECT_EQ(j["tokens"].get<std::vector<int>>(), expect);
   // The text is those 32 tokens decoded: a non-empty beginning of the reference's text.
   const std::string text = j["text"].get<std::string>();
-  EXPECT_EQ(text, TinyModel().tokenizer().Decode(
-                      std::vector<int32_t>(expect.begin(), expect.end())));
+  EXPECT_EQ(text,
+            TinyModel().tokenizer().Decode(std::vector<int32_t>(expect.begin(), expect.end())));
   EXPECT_GT(text.size(), 64u);
   EXPECT_EQ(ref["output_text"].get<std::string>().rfind(text, 0), 0u) << text;
   for (const char* key : {"mean_accepted_tokens", "forward_passes", "tokens_per_second"}) {
@@ -74,15 +74,15 @@ int64_t AcceptedDrafts(const nlohmann::json& stats) {
 // mostly takes plain steps: its trees do not pay on this machine's costs) and at the method's
 // own budget, where the JSON shows that its drafts were accepted.
 TEST(Cli, EverySpecPrintsTheSameText) {
-  const std::string base = "generate -m " + Model() +
-                           " -p 'Lily and Tom went to the park. Lily and Tom' -n 48 -t 1";
+  const std::string base =
+      "generate -m " + Model() + " -p 'Lily and Tom went to the park. Lily and Tom' -n 48 -t 1";
   const RunResult plain = Goose(base + " --spec none");
   ASSERT_EQ(plain.exit_code, 0) << plain.err;
   const RunResult plain_json = Goose(base + " --spec none --json");
   ASSERT_EQ(plain_json.exit_code, 0) << plain_json.err;
   const auto want = nlohmann::json::parse(plain_json.out);
-  for (const std::string spec : {"pld", "tr", "balanced", "sequoia", "goose",
-                                 "goose --goose-preset paper"}) {
+  for (const std::string spec :
+       {"pld", "tr", "balanced", "sequoia", "goose", "goose --goose-preset paper"}) {
     const RunResult r = Goose(base + " --spec " + spec);
     ASSERT_EQ(r.exit_code, 0) << spec << ": " << r.err;
     EXPECT_EQ(r.out, plain.out) << spec;
@@ -155,8 +155,9 @@ TEST(Cli, PredictionIsDraftedFromAndCounted) {
 }
 
 TEST(Cli, SpecJsonHasPerSourceStats) {
-  const RunResult r = Goose("generate -m " + Model() +
-                            " -p 'I like cake. I like cake. I like' -n 40 -t 1 --spec goose --json");
+  const RunResult r =
+      Goose("generate -m " + Model() +
+            " -p 'I like cake. I like cake. I like' -n 40 -t 1 --spec goose --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto s = nlohmann::json::parse(r.out)["stats"];
   EXPECT_TRUE(s["drafted"].contains("spine"));
@@ -207,8 +208,9 @@ TEST(Cli, TrCacheRoundTripsPerVariant) {
 // without a warning; --no-table-cache neither reads nor writes a learned state.
 TEST(Cli, TableCacheSurvivesDamageAndConcurrentRuns) {
   std::filesystem::remove_all(CacheHome());
-  const std::string args = "generate -m " + Model() +
-                           " -p 'Tom had a big red ball. He liked to play with it.' -n 32 --spec goose";
+  const std::string args =
+      "generate -m " + Model() +
+      " -p 'Tom had a big red ball. He liked to play with it.' -n 32 --spec goose";
   const RunResult first = Goose(args);
   ASSERT_EQ(first.exit_code, 0) << first.err;
   EXPECT_EQ(first.err.find("warning"), std::string::npos) << first.err;
@@ -224,8 +226,8 @@ TEST(Cli, TableCacheSurvivesDamageAndConcurrentRuns) {
   EXPECT_NE(damaged.err.find("goose: warning: ignored the learned-state cache"), std::string::npos)
       << damaged.err;
 
-  const std::string cmd = "XDG_CACHE_HOME='" + CacheHome() + "' '" + GooseBinary() + "' " + args +
-                          " > /dev/null 2>&1";
+  const std::string cmd =
+      "XDG_CACHE_HOME='" + CacheHome() + "' '" + GooseBinary() + "' " + args + " > /dev/null 2>&1";
   const std::string four = "(" + cmd + " & " + cmd + " & " + cmd + " & " + cmd + " & wait)";
   ASSERT_EQ(std::system(four.c_str()), 0);
   const RunResult after = Goose(args);
@@ -245,8 +247,8 @@ TEST(Cli, TableCacheSurvivesDamageAndConcurrentRuns) {
 
 TEST(Cli, TokenizeMatchesReferencePromptTokens) {
   const nlohmann::json ref = ReferenceRecord(2);
-  const RunResult r = Goose("tokenize -m " + Model() + " -p '" +
-                            ref["prompt"].get<std::string>() + "' --json");
+  const RunResult r =
+      Goose("tokenize -m " + Model() + " -p '" + ref["prompt"].get<std::string>() + "' --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(nlohmann::json::parse(r.out)["tokens"], ref["prompt_tokens"]);
   const RunResult plain = Goose("tokenize -m " + Model() + " -p 'Hi' --no-bos");
@@ -256,9 +258,10 @@ TEST(Cli, TokenizeMatchesReferencePromptTokens) {
 
 TEST(Cli, SynthesizedModelLoadsWithTheAskedVocabSize) {
   const std::string path = TempPath("synth.gguf");
-  const RunResult s = Goose("synth --arch qwen2 --hidden 32 --layers 1 --heads 2 --kv-heads 1 "
-                            "--ffn 64 --dtype q8_0 --vocab-size 600 --vocab-from " + Model() +
-                            " -o " + path);
+  const RunResult s = Goose(
+      "synth --arch qwen2 --hidden 32 --layers 1 --heads 2 --kv-heads 1 "
+      "--ffn 64 --dtype q8_0 --vocab-size 600 --vocab-from " +
+      Model() + " -o " + path);
   ASSERT_EQ(s.exit_code, 0) << s.err;
   EXPECT_FALSE(std::filesystem::exists(path + ".tmp." + std::to_string(getpid())));
   auto m = Model::Load(path);
@@ -405,8 +408,8 @@ TEST(Cli, PromptFromStdinEqualsPromptFlag) {
 
 TEST(Cli, TokenizeShowsPiecesAndDecodesIdsBack) {
   const std::string text = "Lily saw a big dog.";
-  const RunResult enc = Goose("tokenize -m " + Model() + " --no-bos --json --pieces -p '" + text +
-                              "'");
+  const RunResult enc =
+      Goose("tokenize -m " + Model() + " --no-bos --json --pieces -p '" + text + "'");
   ASSERT_EQ(enc.exit_code, 0) << enc.err;
   const auto j = nlohmann::json::parse(enc.out);
   ASSERT_EQ(j["pieces"].size(), j["tokens"].size());
@@ -424,8 +427,8 @@ TEST(Cli, TokenizeShowsPiecesAndDecodesIdsBack) {
   const RunResult dec = Goose("tokenize -m " + Model() + " --decode " + ids);
   ASSERT_EQ(dec.exit_code, 0) << dec.err;
   EXPECT_EQ(dec.out, " " + text + "\n");  // the dummy prefix's space, as the pieces show
-  const RunResult lines = Goose("tokenize -m " + Model() + " --no-bos --pieces -f -",
-                                GooseBinary(), "printf '" + text + "' | ");
+  const RunResult lines = Goose("tokenize -m " + Model() + " --no-bos --pieces -f -", GooseBinary(),
+                                "printf '" + text + "' | ");
   ASSERT_EQ(lines.exit_code, 0) << lines.err;
   EXPECT_EQ(std::count(lines.out.begin(), lines.out.end(), '\n'),
             static_cast<long>(j["tokens"].size()));
@@ -437,11 +440,13 @@ TEST(Cli, ContextLimitIsANoteAndALongContextAWarning) {
       Goose("generate -m " + Model() + " -c 24 -n 100 --ignore-eos -p 'Once upon a time'");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("goose: note: stopped at the context limit of 24 tokens (raise -c)"),
-            std::string::npos) << r.err;
+            std::string::npos)
+      << r.err;
   const RunResult w = Goose("generate -m " + Model() + " -c 1024 -n 2 -p hi");
   ASSERT_EQ(w.exit_code, 0) << w.err;
   EXPECT_NE(w.err.find("warning: -c 1024 is beyond the 512 tokens the model was trained on"),
-            std::string::npos) << w.err;
+            std::string::npos)
+      << w.err;
 }
 
 TEST(Cli, ModelFromTheEnvironment) {
@@ -497,14 +502,16 @@ TEST(Cli, BadInputGivesOneLineErrorAndNonZeroExit) {
   const std::string long_file = TempPath("long_prediction.txt");
   std::ofstream(long_file) << long_prompt;
   const std::string m = " -m " + Model();
-  const std::string commands = "generate, tokenize, synth, bench, bench-serve, serve, bench-verify, demo";
+  const std::string commands =
+      "generate, tokenize, synth, bench, bench-serve, serve, bench-verify, demo";
   struct BadCase {
     const char* name;
     std::string args;
     std::string expect;  // substring of the error message
   };
   const BadCase cases[] = {
-      {"unknown flag", "generate --frobnicate", "unknown option --frobnicate; goose generate --help"},
+      {"unknown flag", "generate --frobnicate",
+       "unknown option --frobnicate; goose generate --help"},
       {"misspelt flag", "generate --temperature 0.5",
        "unknown option --temperature (did you mean --temp?)"},
       {"misspelt flag 2", "generate --n-predit 5", "(did you mean --n-predict?)"},
@@ -539,7 +546,8 @@ TEST(Cli, BadInputGivesOneLineErrorAndNonZeroExit) {
       {"drop layers without inflate", "synth --like llama-1b --drop-layers 1 -o /tmp/x.gguf",
        "--drop-layers applies to --inflate only"},
       {"tokenize without input", "tokenize" + m, "give exactly one of -p TEXT"},
-      {"decode a bad id", "tokenize" + m + " --decode 1,99999", "'99999' is not a token id in 0..511"},
+      {"decode a bad id", "tokenize" + m + " --decode 1,99999",
+       "'99999' is not a token id in 0..511"},
       {"unknown spec", "generate" + m + " --spec nope", "--spec: unknown method 'nope'"},
       {"unknown preset", "generate" + m + " --spec goose --goose-preset x",
        "unknown --goose-preset 'x'"},
@@ -563,7 +571,8 @@ TEST(Cli, BadInputGivesOneLineErrorAndNonZeroExit) {
       {"prompt and prediction from stdin", "generate" + m + " -f - --prediction -",
        "-f - and --prediction - both read stdin"},
       {"prediction longer than the context",
-       "generate" + m + " -c 16 -p hi --prediction " + long_file, "--prediction: the text is "
+       "generate" + m + " -c 16 -p hi --prediction " + long_file,
+       "--prediction: the text is "
        "longer than the context of 16 tokens"},
       {"no command", "", "no command given (" + commands + ")"},
       {"unknown command", "frob", "unknown command 'frob' (" + commands + ")"},
@@ -596,8 +605,10 @@ TEST(Cli, HugeContextIsAMemoryError) {
   // 1024 layers of width 64: a 17 MB model whose f16 KV cache at 2^20 tokens is 256 GiB
   // (512 GiB in f32).
   const std::string path = TempPath("deep.gguf");
-  const RunResult s = Goose("synth --arch llama --hidden 64 --layers 1024 --heads 4 --ffn 64 "
-                            "--dtype q4_0 --vocab-from " + Model() + " -o " + path);
+  const RunResult s = Goose(
+      "synth --arch llama --hidden 64 --layers 1024 --heads 4 --ffn 64 "
+      "--dtype q4_0 --vocab-from " +
+      Model() + " -o " + path);
   ASSERT_EQ(s.exit_code, 0) << s.err;
   const RunResult c = Goose("generate -m " + path + " -c 1048576 -p hi");
   ExpectOneLineError(c, "huge -c", "a context of 1048576 tokens (256.0 GiB KV cache) needs");
@@ -614,9 +625,9 @@ TEST(Cli, HugeContextIsAMemoryError) {
 TEST(Cli, OutOfMemoryIsOneLineNotAnAbort) {
   if (kSanitized) GTEST_SKIP() << "sanitizers need more address space than the limit allows";
   // -c 2^20 on the tiny model: 1.25 GiB of f32 KV cache, under a 1 GiB address-space limit.
-  const RunResult r = Goose("generate -m " + Model() +
-                                " -c 1048576 -p hi -n 1 -t 1 --spec none --kv-type f32",
-                            GooseBinary(), "ulimit -v 1048576; ");
+  const RunResult r =
+      Goose("generate -m " + Model() + " -c 1048576 -p hi -n 1 -t 1 --spec none --kv-type f32",
+            GooseBinary(), "ulimit -v 1048576; ");
   ExpectOneLineError(r, "bad_alloc backstop", "out of memory");
 }
 

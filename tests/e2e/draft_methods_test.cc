@@ -164,7 +164,8 @@ TEST(DraftModel, AutoBudgetsAndPlainStepsStayLossless) {
           EXPECT_TRUE(MeetsFloors(total, generated, *floors));
         }
         if (is_steep && !MethodOf(sp).SizesOwnTrees(sp)) {
-          EXPECT_LT(total.draft_cycles, total.cycles / 2) << "the chooser's plain steps draft nothing";
+          EXPECT_LT(total.draft_cycles, total.cycles / 2)
+              << "the chooser's plain steps draft nothing";
         }
         if (is_steep && MethodOf(sp).SizesOwnTrees(sp)) {
           EXPECT_LT(total.tree_nodes_total, 2 * total.cycles) << "trees cut to (nearly) the root";
@@ -181,12 +182,11 @@ TEST(DraftModel, LearnedStatePersistsPerDraftModel) {
   const Model* weak = WeakDrafter(&why);
   if (weak == nullptr) GTEST_SKIP() << why;
   const Model& m = TinyModel();
-  const std::string dir = (std::filesystem::temp_directory_path() /
-                           ("goose_draft_learned_" + std::to_string(getpid())))
-                              .string();
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / ("goose_draft_learned_" + std::to_string(getpid())))
+          .string();
   auto store = [&] {
-    return std::make_shared<LearnedStore>(
-        std::make_shared<LearnedCache>(dir, ModelFingerprint(m)));
+    return std::make_shared<LearnedStore>(std::make_shared<LearnedCache>(dir, ModelFingerprint(m)));
   };
   ThreadPool pool(1);
   for (const char* v : {"graft", "draft-tree+prune"}) {
@@ -232,8 +232,8 @@ TEST(DraftModel, JsonReportsDraftWorkAndGraftedSlots) {
   EXPECT_GT(d["passes_per_cycle"].get<double>(), 0.0);
   EXPECT_GT(d["seconds_per_cycle"].get<double>(), 0.0);
   // Grafted slots: retrieved tokens in the draft model's trees, per cycle it drafted.
-  const double grafted = j["drafted"]["graft_context"].get<double>() +
-                         j["drafted"]["graft_table"].get<double>();
+  const double grafted =
+      j["drafted"]["graft_context"].get<double>() + j["drafted"]["graft_table"].get<double>();
   EXPECT_GT(grafted, 0);
   double per_cycle = 0;
   for (const char* src : {"graft_context", "graft_table"}) {

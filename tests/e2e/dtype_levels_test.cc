@@ -69,12 +69,12 @@ struct Decoded {
 // goose generate on `level` with `threads` threads, tuned GOOSE at a fixed budget of 8 nodes
 // (the x86-64-v2 kernels are slow: a larger tree costs seconds there).
 Decoded Generate(const std::string& model, const std::vector<int32_t>& prompt, int n_predict,
-             const std::string& level, int threads, const std::string& sampling) {
-  const RunResult r = RunGoose(
-      "generate -m '" + model + "' --prompt-ids " + Ids(prompt) + " -n " +
-          std::to_string(n_predict) + " --ignore-eos -t " + std::to_string(threads) +
-          " --spec goose --budget 8 --no-table-cache --json --top-logits 8 " + sampling,
-      "GOOSE_CPU=" + level + " ");
+                 const std::string& level, int threads, const std::string& sampling) {
+  const RunResult r =
+      RunGoose("generate -m '" + model + "' --prompt-ids " + Ids(prompt) + " -n " +
+                   std::to_string(n_predict) + " --ignore-eos -t " + std::to_string(threads) +
+                   " --spec goose --budget 8 --no-table-cache --json --top-logits 8 " + sampling,
+               "GOOSE_CPU=" + level + " ");
   EXPECT_EQ(r.exit_code, 0) << level << " t" << threads << ": " << r.err;
   EXPECT_EQ(r.err.find("ignoring GOOSE_CPU"), std::string::npos) << r.err;
   Decoded run;
@@ -91,7 +91,7 @@ int64_t Accepted(const nlohmann::json& stats, const char* source) {
 }
 
 const std::vector<std::string> kDtypes = {"f32",  "f16",  "bf16", "q8_0", "q4_0",
-                                           "q5_0", "q4_k", "q5_k", "q6_k"};
+                                          "q5_0", "q4_k", "q5_k", "q6_k"};
 
 class DtypeLevelsTest : public testing::TestWithParam<std::string> {};
 
@@ -126,8 +126,8 @@ TEST_P(DtypeLevelsTest, EveryLevelAndThreadCountSpeculatesPlainDecodingsIds) {
   // of the runs of the whole product. One sampled run per dtype, on a level of its own too.
   const std::vector<std::string> levels = Levels();
   nlohmann::json prefill_logits;  // the first run's: every other run's are the same bits
-  const int index = static_cast<int>(std::find(kDtypes.begin(), kDtypes.end(), dtype) -
-                                     kDtypes.begin());
+  const int index =
+      static_cast<int>(std::find(kDtypes.begin(), kDtypes.end(), dtype) - kDtypes.begin());
   for (size_t l = 0; l < levels.size(); ++l) {
     const std::string& level = levels[l];
     // The child really runs the level (a name it ignored would test nothing).

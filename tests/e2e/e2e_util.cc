@@ -61,9 +61,8 @@ namespace {
 // The synthesized qwen2 model of SynthQwen2Model() with `dtype` matrices, written into a temp
 // dir of this process and loaded (the mapping stays valid after the file is gone).
 std::unique_ptr<Model> SynthQwen2(DType dtype) {
-  const std::string dir = (std::filesystem::temp_directory_path() /
-                           ("goose_e2e_" + std::to_string(getpid())))
-                              .string();
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / ("goose_e2e_" + std::to_string(getpid()))).string();
   std::filesystem::create_directories(dir);
   SynthParams p;
   p.arch = "qwen2";
@@ -106,8 +105,8 @@ std::vector<std::vector<int32_t>> LosslessPrompts(const Model& model, int max_to
     if (static_cast<int>(ids.size()) > cap) ids.resize(cap);
     prompts.push_back(ids);
   };
-  for (const std::string& s : JsonlField(SharedPath("data/tinystories/validation.jsonl"), "text",
-                                         8, false)) {
+  for (const std::string& s :
+       JsonlField(SharedPath("data/tinystories/validation.jsonl"), "text", 8, false)) {
     add(s, std::min(49, max_tokens));  // convention 14: BOS + first 48 tokens
   }
   for (const std::string& s :
@@ -116,7 +115,8 @@ std::vector<std::vector<int32_t>> LosslessPrompts(const Model& model, int max_to
   }
   add("I like cake. I like cake. I like cake. I like cake. I like cake.", max_tokens);
   add("one, two, three, four, one, two, three, four, one, two, three,", max_tokens);
-  add("The cat sat on the mat. The dog sat on the log. The cat sat on the mat. The dog", max_tokens);
+  add("The cat sat on the mat. The dog sat on the log. The cat sat on the mat. The dog",
+      max_tokens);
   add("Lily said, \"Let's play!\" Tom said, \"Let's play!\" Mom said, \"Let's", max_tokens);
   return prompts;
 }
@@ -131,10 +131,10 @@ std::string ReadAll(const std::string& path) {
 RunResult RunGoose(const std::string& args, const std::string& shell_prefix,
                    const std::string& binary) {
   static int calls = 0;
-  const std::string base = (std::filesystem::temp_directory_path() /
-                            ("goose_e2e_" + std::to_string(getpid()) + "_" +
-                             std::to_string(calls++)))
-                               .string();
+  const std::string base =
+      (std::filesystem::temp_directory_path() /
+       ("goose_e2e_" + std::to_string(getpid()) + "_" + std::to_string(calls++)))
+          .string();
   const std::string cmd =
       shell_prefix + "'" + binary + "' " + args + " >" + base + ".out 2>" + base + ".err";
   const int status = std::system(cmd.c_str());
@@ -151,12 +151,12 @@ const std::vector<int32_t>& PlainIds(const Model& model, const std::vector<int32
                                      const GenerateParams& base) {
   // Everything plain decoding's ids depend on (the seed and top-p too: tests of one process
   // that sample the same prompt with other seeds must not share a reference).
-  using Key = std::tuple<const Model*, std::vector<int32_t>, float, int, float, uint64_t, int,
-                         bool, std::vector<int32_t>>;
+  using Key = std::tuple<const Model*, std::vector<int32_t>, float, int, float, uint64_t, int, bool,
+                         std::vector<int32_t>>;
   static std::map<Key, std::vector<int32_t>> cache;
   const SamplingParams& s = base.sampling;
-  const Key key{&model,       prompt, s.temp,          s.top_k, s.top_p, s.seed,
-                base.n_predict, base.ignore_eos, base.stop_tokens};
+  const Key key{&model, prompt,         s.temp,          s.top_k,         s.top_p,
+                s.seed, base.n_predict, base.ignore_eos, base.stop_tokens};
   auto it = cache.find(key);
   if (it == cache.end()) {
     ThreadPool pool(1);

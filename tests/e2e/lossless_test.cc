@@ -49,9 +49,9 @@ std::string CaseName(const testing::TestParamInfo<Case>& info) {
   for (char& ch : v) {
     if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';  // "draft-tree+prune"
   }
-  std::string name = std::string(info.param.model) + "_" + v +
-                     (info.param.temp > 0 ? "_sampled_t" + std::to_string(int(info.param.temp * 10))
-                                          : "_greedy");
+  std::string name =
+      std::string(info.param.model) + "_" + v +
+      (info.param.temp > 0 ? "_sampled_t" + std::to_string(int(info.param.temp * 10)) : "_greedy");
   if (info.param.top_k > 0) name += "_topk" + std::to_string(info.param.top_k);
   if (info.param.threads > 1) name += "_t" + std::to_string(info.param.threads);
   if (info.param.shortlist >= 0) name += "_shortlist" + std::to_string(info.param.shortlist);
@@ -86,13 +86,15 @@ const std::vector<SourceFloor>* CaseFloors(const Case& c, std::string* why) {
   const std::string method = MethodOf(spec).name();
   const bool qwen2 = std::string(c.model) == "qwen2";
   if (qwen2 && method == "pld" && c.temp > 0) {
-    *why = "the random qwen2's sampled text hardly repeats, so PLD's context matches are "
-           "rarely continued (0 to 12 accepted tokens of ~3700)";
+    *why =
+        "the random qwen2's sampled text hardly repeats, so PLD's context matches are "
+        "rarely continued (0 to 12 accepted tokens of ~3700)";
     return nullptr;
   }
   if (qwen2 && method == "draft") {
-    *why = "the random qwen2's next-token probabilities stay under draft's p_min: it proposes "
-           "nothing";
+    *why =
+        "the random qwen2's next-token probabilities stay under draft's p_min: it proposes "
+        "nothing";
     return nullptr;
   }
   return MethodFloors(method, c.temp > 0);
@@ -127,7 +129,6 @@ std::string Describe(const std::vector<int32_t>& ref, const std::vector<int32_t>
   return "first difference at generated position " + std::to_string(diff) + " (plain " +
          std::to_string(at(ref)) + ", speculative " + std::to_string(at(got)) + ")";
 }
-
 
 class LosslessTest : public testing::TestWithParam<Case> {};
 
@@ -227,8 +228,7 @@ TEST(LosslessStops, StopTokenEndsGenerationLikePlainEvenInsideAnAcceptedPath) {
       Engine spec(model, 512, &pool);
       std::string why;
       if (!AttachDrafterIfNeeded(variant, spec, &why)) {
-        std::fprintf(stderr, "*** SKIPPED %s (no draft model): %s\n", variant.c_str(),
-                     why.c_str());
+        std::fprintf(stderr, "*** SKIPPED %s (no draft model): %s\n", variant.c_str(), why.c_str());
         skipped = true;
         break;
       }

@@ -38,8 +38,8 @@ std::vector<std::pair<std::string, std::vector<int32_t>>> Predictions(
   for (size_t i = 5; i < edited.size(); i += 10) edited[i] = (edited[i] + 1) % n_vocab;
   std::vector<int32_t> longer = own;
   longer.insert(longer.end(), other.begin(), other.end());
-  return {{"right", own}, {"edited", edited}, {"unrelated", other}, {"empty", {}},
-          {"longer", longer}};
+  return {
+      {"right", own}, {"edited", edited}, {"unrelated", other}, {"empty", {}}, {"longer", longer}};
 }
 
 struct Case {
@@ -61,8 +61,8 @@ TEST_P(PredictionTest, OutputIsPlainDecodingsWhateverThePrediction) {
     for (size_t pi : {0, 2, 3}) {
       const std::vector<int32_t>& want = PlainIds(m, prompts[pi], Params(temp));
       for (const auto& [name, prediction] : Predictions(want, other, m.config().n_vocab)) {
-        SCOPED_TRACE(c.spec + (c.auto_budget ? "@auto" : "@16") + " temp " +
-                     std::to_string(temp) + " prompt " + std::to_string(pi) + " " + name);
+        SCOPED_TRACE(c.spec + (c.auto_budget ? "@auto" : "@16") + " temp " + std::to_string(temp) +
+                     " prompt " + std::to_string(pi) + " " + name);
         GenerateParams p = Params(temp);
         ASSERT_TRUE(ParseSpecVariant(c.spec, &p.spec).ok());
         p.spec.auto_budget = c.auto_budget;

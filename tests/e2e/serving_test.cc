@@ -42,9 +42,9 @@ std::unique_ptr<Session> OpenSession(int threads) {
 struct Job {
   std::vector<int32_t> prompt;
   GenerateParams params;
-  int start_after = -1;       // submitted once job start_after has this many tokens (-1: at once)
+  int start_after = -1;  // submitted once job start_after has this many tokens (-1: at once)
   int start_at_tokens = 0;
-  int cancel_after = -1;      // cancelled once it has this many tokens (-1: never)
+  int cancel_after = -1;  // cancelled once it has this many tokens (-1: never)
   // Filled by the loop's thread.
   std::vector<int32_t> seen;  // tokens as on_tokens saw them
   StatusOr<GenerateResult> result = Status::Error("never finished");
@@ -70,7 +70,8 @@ void RunJobs(Session& session, int slots, std::vector<Job>& jobs, PassCounters* 
       me.seen.insert(me.seen.end(), t.begin(), t.end());
       for (size_t k = 0; k < jobs.size(); ++k) {
         const Job& d = jobs[k];
-        if (d.start_after == static_cast<int>(i) && before < static_cast<size_t>(d.start_at_tokens) &&
+        if (d.start_after == static_cast<int>(i) &&
+            before < static_cast<size_t>(d.start_at_tokens) &&
             me.seen.size() >= static_cast<size_t>(d.start_at_tokens)) {
           submit(k);
         }
@@ -133,8 +134,8 @@ TEST_P(ServingLoopTest, StaggeredMixedRequestsEqualPlainDecodingAlone) {
   auto session = OpenSession(GetParam());
   ASSERT_NE(session, nullptr);
   const auto prompts = LosslessPrompts(TinyModel(), 64);
-  const std::vector<std::string> variants = {"goose", "pld", "tr", "goose+paper", "none",
-                                             "balanced", "sequoia", "goose+cold"};
+  const std::vector<std::string> variants = {"goose", "pld",      "tr",      "goose+paper",
+                                             "none",  "balanced", "sequoia", "goose+cold"};
   std::vector<Job> jobs;
   for (size_t i = 0; i < 10; ++i) {
     Job j;
@@ -163,8 +164,9 @@ TEST_P(ServingLoopTest, LongPromptJoinsMidGenerationInChunks) {
   const Tokenizer& tok = TinyModel().tokenizer();
   std::string story;
   while (tok.Encode(story, true).size() < 400) {
-    story += "Once upon a time, there was a little girl named Lily. She loved to play in the "
-             "park with her dog Max. One day, they found a big red ball under a tree. ";
+    story +=
+        "Once upon a time, there was a little girl named Lily. She loved to play in the "
+        "park with her dog Max. One day, they found a big red ball under a tree. ";
   }
   std::vector<int32_t> long_prompt = tok.Encode(story, true);
   long_prompt.resize(400);

@@ -17,7 +17,9 @@
 namespace goose {
 namespace {
 
-std::vector<int32_t> Prompt(const std::string& text) { return Tiny().tokenizer().Encode(text, true); }
+std::vector<int32_t> Prompt(const std::string& text) {
+  return Tiny().tokenizer().Encode(text, true);
+}
 
 SpecParams Spec(const char* variant) {
   SpecParams p;
@@ -208,8 +210,7 @@ TEST(Engine, PrefillChunksChangeNothing) {
         p.prefill_chunk = chunk;
         auto r = run(p, prompt);
         ASSERT_TRUE(r.ok());
-        EXPECT_EQ(r->tokens, whole->tokens)
-            << m << " temp " << temp << " chunk " << chunk;
+        EXPECT_EQ(r->tokens, whole->tokens) << m << " temp " << temp << " chunk " << chunk;
         EXPECT_EQ(r->stats.cycles, whole->stats.cycles) << m << " " << chunk;
       }
     }
@@ -281,8 +282,8 @@ TEST(Engine, TableSavedAndLoadedGivesSameDrafts) {
 // A saved table names its model: another model of the same shape and vocabulary (two
 // synthesized llamas that differ only in their weights) refuses it.
 TEST(Engine, SavedTableLoadsOnlyIntoTheSameModel) {
-  const std::string dir = std::filesystem::temp_directory_path() /
-                          ("goose_engine_fp_" + std::to_string(::getpid()));
+  const std::string dir =
+      std::filesystem::temp_directory_path() / ("goose_engine_fp_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   std::vector<std::unique_ptr<Model>> models;
   for (uint64_t seed : {1, 2}) {

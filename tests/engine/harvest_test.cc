@@ -140,9 +140,8 @@ std::vector<std::vector<int32_t>> FindPrompts(bool first_token_in_prompt) {
   for (const char* text :
        {"Once upon a time, there was a little girl named Lily. She loved to play with her ball",
         "Tom and Sam went to the park. Tom saw a big dog. The dog",
-        "The sun was hot. Ben wanted to swim in the lake with his",
-        "Mia had a red hat and a blue", "One day, a bird flew over the",
-        "Lily and Ben played with the ball. Lily threw the",
+        "The sun was hot. Ben wanted to swim in the lake with his", "Mia had a red hat and a blue",
+        "One day, a bird flew over the", "Lily and Ben played with the ball. Lily threw the",
         "Max the cat liked to sleep. One day Max", "The little boat sailed on the sea. The boat"}) {
     const std::vector<int32_t> prompt = Prompt(text);
     GenerateParams p;

@@ -20,8 +20,8 @@ namespace {
 namespace fs = std::filesystem;
 
 std::string TempDir(const std::string& name) {
-  const fs::path p = fs::temp_directory_path() /
-                     ("goose_learned_" + name + "_" + std::to_string(::getpid()));
+  const fs::path p =
+      fs::temp_directory_path() / ("goose_learned_" + name + "_" + std::to_string(::getpid()));
   fs::remove_all(p);
   fs::create_directories(p);
   return p.string();
@@ -184,7 +184,8 @@ TEST(LearnedCache, ConcurrentWritersNeverLeaveABrokenFile) {
   int loads = 0;
   while (loads < 20) {
     LearnedCache c(dir, ModelFingerprint(Tiny()));
-    auto fresh = MethodOf(p.spec).NewLearned(p.spec, DrafterEnv{&Tiny(), ModelFingerprint(Tiny()), &pool});
+    auto fresh =
+        MethodOf(p.spec).NewLearned(p.spec, DrafterEnv{&Tiny(), ModelFingerprint(Tiny()), &pool});
     c.Load(p.spec, fresh.get());
     const auto w = c.TakeWarnings();
     EXPECT_TRUE(w.empty()) << w[0];

@@ -50,8 +50,7 @@ struct Raw {
   }
   Raw& KvU32(const std::string& key, uint32_t v) { return Str(key).U32(4).U32(v); }
   // Tensor entry: name, dims, type, offset.
-  Raw& Tensor(const std::string& name, std::vector<uint64_t> dims, uint32_t type,
-              uint64_t offset) {
+  Raw& Tensor(const std::string& name, std::vector<uint64_t> dims, uint32_t type, uint64_t offset) {
     Str(name).U32(static_cast<uint32_t>(dims.size()));
     for (uint64_t d : dims) U64(d);
     return U32(type).U64(offset);
@@ -80,14 +79,18 @@ struct Case {
 std::vector<Case> Cases() {
   std::vector<Case> c;
   const uint64_t kHuge = 0xffffffffffffffffull;
-  c.push_back({"bad magic", Raw().U32(0x46554747 + 1).U32(3).U64(0).U64(0).b, {"magic", "offset 0"}});
+  c.push_back(
+      {"bad magic", Raw().U32(0x46554747 + 1).U32(3).U64(0).U64(0).b, {"magic", "offset 0"}});
   c.push_back({"too short for magic", "GG", {"magic"}});
   c.push_back({"version 1", Raw().Header(0, 0, 1).b, {"version 1", "not supported", "offset 4"}});
   c.push_back({"version 7", Raw().Header(0, 0, 7).b, {"unsupported GGUF version 7", "offset 4"}});
-  c.push_back({"truncated header", Raw().Header(0, 0).b.substr(0, 20), {"truncated", "metadata count", "offset 16"}});
+  c.push_back({"truncated header",
+               Raw().Header(0, 0).b.substr(0, 20),
+               {"truncated", "metadata count", "offset 16"}});
   c.push_back({"absurd n_kv", Raw().Header(0, kHuge).b, {"metadata count", "offset 16"}});
   c.push_back({"absurd n_tensors", Raw().Header(1ull << 30, 0).b, {"tensor count", "offset 8"}});
-  c.push_back({"absurd key length", Raw().Header(0, 1).U64(kHuge).Zeros(20).b,
+  c.push_back({"absurd key length",
+               Raw().Header(0, 1).U64(kHuge).Zeros(20).b,
                {"key length 18446744073709551615", "offset 24", "key #0"}});
   c.push_back({"absurd string value length",
                Raw().Header(0, 1).Str("general.name").U32(8).U64(1ull << 40).Zeros(16).b,
@@ -107,20 +110,27 @@ std::vector<Case> Cases() {
     d.U32(4).U64(0).Zeros(64);
     c.push_back({"nesting too deep", d.b, {"nested deeper than 16", "'deep'", "offset"}});
   }
-  c.push_back({"unknown value type", Raw().Header(0, 1).Str("k").U32(13).U32(0).b,
+  c.push_back({"unknown value type",
+               Raw().Header(0, 1).Str("k").U32(13).U32(0).b,
                {"unknown value type 13", "'k'", "offset 33"}});
-  c.push_back({"unknown array element type", Raw().Header(0, 1).Str("k").U32(9).U32(99).U64(0).b,
+  c.push_back({"unknown array element type",
+               Raw().Header(0, 1).Str("k").U32(9).U32(99).U64(0).b,
                {"unknown array element type 99", "'k'"}});
-  c.push_back({"bool not 0/1", Raw().Header(0, 1).Str("flag").U32(7).U8(2).b,
+  c.push_back({"bool not 0/1",
+               Raw().Header(0, 1).Str("flag").U32(7).U8(2).b,
                {"bool value 2", "'flag'", "offset 40"}});
-  c.push_back({"truncated value", Raw().Header(0, 1).Str("k").U32(10).U32(0).b,
+  c.push_back({"truncated value",
+               Raw().Header(0, 1).Str("k").U32(10).U32(0).b,
                {"truncated", "uint64 value", "'k'"}});
-  c.push_back({"duplicate key", Raw().Header(0, 2).KvU32("a.b", 1).KvU32("a.b", 2).b,
+  c.push_back({"duplicate key",
+               Raw().Header(0, 2).KvU32("a.b", 1).KvU32("a.b", 2).b,
                {"duplicate key 'a.b'", "offset 43", "key #1"}});
   // Names are quoted escaped (util/escape.h): invalid UTF-8, controls, quotes.
-  c.push_back({"key name not UTF-8", Raw().Header(0, 1).Str("tokenize\xff\xff").U32(99).b,
+  c.push_back({"key name not UTF-8",
+               Raw().Header(0, 1).Str("tokenize\xff\xff").U32(99).b,
                {"key #0 'tokenize\\xFF\\xFF'", "unknown value type 99"}});
-  c.push_back({"key name with controls", Raw().Header(0, 1).Str("a\n\x1b[2J'b").U32(99).b,
+  c.push_back({"key name with controls",
+               Raw().Header(0, 1).Str("a\n\x1b[2J'b").U32(99).b,
                {"key #0 'a\\n\\x1B[2J\\'b'"}});
   c.push_back({"tensor name not UTF-8",
                Raw().Header(2, 0).Tensor("w\xc0", {32}, 0, 0).Tensor("w\xc0", {32}, 0, 128).b,
@@ -131,18 +141,23 @@ std::vector<Case> Cases() {
   c.push_back({"alignment as string",
                Raw().Header(0, 1).Str("general.alignment").U32(8).Str("32").b,
                {"general.alignment must be an integer, not string"}});
-  c.push_back({"alignment zero", Raw().Header(0, 1).KvU32("general.alignment", 0).b,
+  c.push_back({"alignment zero",
+               Raw().Header(0, 1).KvU32("general.alignment", 0).b,
                {"general.alignment 0", "power of two"}});
   c.push_back({"unknown tensor type",
                Raw().Header(1, 0).Tensor("w", {32}, 4, 0).PadTo(32).Zeros(128).b,
                {"unknown tensor type 4", "'w'", "offset 45"}});
-  c.push_back({"n_dims 0", Raw().Header(1, 0).Str("w").U32(0).U32(0).U64(0).Zeros(64).b,
+  c.push_back({"n_dims 0",
+               Raw().Header(1, 0).Str("w").U32(0).U32(0).U64(0).Zeros(64).b,
                {"n_dims 0", "'w'", "offset 33"}});
-  c.push_back({"n_dims 5", Raw().Header(1, 0).Tensor("w", {1, 1, 1, 1, 1}, 0, 0).Zeros(64).b,
+  c.push_back({"n_dims 5",
+               Raw().Header(1, 0).Tensor("w", {1, 1, 1, 1, 1}, 0, 0).Zeros(64).b,
                {"n_dims 5", "'w'"}});
-  c.push_back({"dim zero", Raw().Header(1, 0).Tensor("w", {4, 0}, 0, 0).Zeros(64).b,
+  c.push_back({"dim zero",
+               Raw().Header(1, 0).Tensor("w", {4, 0}, 0, 0).Zeros(64).b,
                {"dimension 1 is 0", "'w'", "offset 45"}});
-  c.push_back({"dim negative", Raw().Header(1, 0).Tensor("w", {kHuge}, 0, 0).Zeros(64).b,
+  c.push_back({"dim negative",
+               Raw().Header(1, 0).Tensor("w", {kHuge}, 0, 0).Zeros(64).b,
                {"dimension 0 is -1", "'w'"}});
   c.push_back({"element count overflow",
                Raw().Header(1, 0).Tensor("w", {1ull << 32, 1ull << 32}, 0, 0).Zeros(64).b,
@@ -150,9 +165,10 @@ std::vector<Case> Cases() {
   c.push_back({"ne0 not multiple of block",
                Raw().Header(1, 0).Tensor("q", {33}, 8, 0).PadTo(32).Zeros(64).b,
                {"ne[0] = 33", "q8_0 block size 32", "'q'"}});
-  c.push_back({"duplicate tensor",
-               Raw().Header(2, 0).Tensor("w", {8}, 0, 0).Tensor("w", {8}, 0, 32).PadTo(32).Zeros(64).b,
-               {"duplicate tensor name 'w'", "tensor #1", "offset"}});
+  c.push_back(
+      {"duplicate tensor",
+       Raw().Header(2, 0).Tensor("w", {8}, 0, 0).Tensor("w", {8}, 0, 32).PadTo(32).Zeros(64).b,
+       {"duplicate tensor name 'w'", "tensor #1", "offset"}});
   c.push_back({"misaligned tensor offset",
                Raw().Header(1, 0).Tensor("w", {8}, 0, 8).PadTo(32).Zeros(64).b,
                {"tensor offset 8", "alignment 32", "'w'"}});
@@ -162,7 +178,8 @@ std::vector<Case> Cases() {
   c.push_back({"huge offset past end",
                Raw().Header(1, 0).Tensor("w", {8}, 0, 1ull << 62).PadTo(32).Zeros(64).b,
                {"'w'", "past the end"}});
-  c.push_back({"truncated tensor directory", Raw().Header(1, 0).Str("a_long_tensor_name").U32(1).U64(32).U32(0).U32(0).b,
+  c.push_back({"truncated tensor directory",
+               Raw().Header(1, 0).Str("a_long_tensor_name").U32(1).U64(32).U32(0).U32(0).b,
                {"truncated", "tensor offset needs 8 bytes", "offset 66", "'a_long_tensor_name'"}});
   return c;
 }
@@ -190,7 +207,7 @@ TEST(GgufCorruptionTest, EachKindIsReportedWithContext) {
 struct MemoryCase {
   const char* label;
   std::string bytes;
-  const char* error;  // nullptr: must parse; else a substring of the error
+  const char* error;        // nullptr: must parse; else a substring of the error
   uint64_t n_elements = 0;  // parsed: element count of the first key's array
 };
 
@@ -223,7 +240,8 @@ std::vector<MemoryCase> MemoryCases() {
     Raw r;  // the most key-value pairs a file this size can hold: one uint8 each
     const uint64_t n_kv = kN / 20;
     r.Header(0, n_kv);
-    for (uint64_t i = 0; i < n_kv; ++i) r.Str(StrFormat("k%06llu", static_cast<unsigned long long>(i))).U32(0).U8(0);
+    for (uint64_t i = 0; i < n_kv; ++i)
+      r.Str(StrFormat("k%06llu", static_cast<unsigned long long>(i))).U32(0).U8(0);
     c.push_back({"huge number of keys", r.b, "would need more than", 0});
   }
   return c;
@@ -250,8 +268,8 @@ TEST(GgufCorruptionTest, HugeMetadataNeverAllocatesMuchMoreThanTheFile) {
 }
 
 TEST(GgufCorruptionTest, BadBoolArrayElementIsReported) {
-  auto f = GgufFile::FromBytes(Raw().Header(0, 1).Str("flags").U32(9).U32(7).U64(3).U8(1).U8(0)
-                                   .U8(2).b, "bad.gguf");
+  auto f = GgufFile::FromBytes(
+      Raw().Header(0, 1).Str("flags").U32(9).U32(7).U64(3).U8(1).U8(0).U8(2).b, "bad.gguf");
   ASSERT_FALSE(f.ok());
   EXPECT_NE(f.status().message().find("bool element 2 is 2"), std::string::npos)
       << f.status().message();
@@ -260,11 +278,18 @@ TEST(GgufCorruptionTest, BadBoolArrayElementIsReported) {
 
 TEST(GgufCorruptionTest, ValidBaselinesParse) {
   // The same shapes as the corruption cases, minus the defect, are accepted.
-  auto ok1 = GgufFile::FromBytes(Raw().Header(1, 1).KvU32("general.alignment", 64)
-                                     .Tensor("w", {64}, 0, 0).PadTo(64).Zeros(256).b, "ok");
+  auto ok1 = GgufFile::FromBytes(Raw()
+                                     .Header(1, 1)
+                                     .KvU32("general.alignment", 64)
+                                     .Tensor("w", {64}, 0, 0)
+                                     .PadTo(64)
+                                     .Zeros(256)
+                                     .b,
+                                 "ok");
   ASSERT_TRUE(ok1.ok()) << ok1.status().message();
   EXPECT_EQ((*ok1)->alignment(), 64u);
-  auto ok2 = GgufFile::FromBytes(Raw().Header(1, 0).Tensor("q", {32, 2}, 8, 0).PadTo(32).Zeros(68).b, "ok");
+  auto ok2 = GgufFile::FromBytes(
+      Raw().Header(1, 0).Tensor("q", {32, 2}, 8, 0).PadTo(32).Zeros(68).b, "ok");
   ASSERT_TRUE(ok2.ok()) << ok2.status().message();
   auto ok3 = GgufFile::FromBytes(Raw().Header(0, 0, 2).b, "ok");
   ASSERT_TRUE(ok3.ok()) << ok3.status().message();

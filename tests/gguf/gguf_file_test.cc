@@ -44,7 +44,7 @@ TEST(GgufFileTest, ReadsTinyLlama) {
   const GgufValue* scores = g.GetArray("tokenizer.ggml.scores");
   ASSERT_NE(scores, nullptr);
   ASSERT_EQ(scores->size(), 512u);
-  EXPECT_EQ(scores->packed.size(), 512u * 4);  // packed as in the file
+  EXPECT_EQ(scores->packed.size(), 512u * 4);           // packed as in the file
   EXPECT_EQ(g.GetArray("llama.block_count"), nullptr);  // not an array
   EXPECT_EQ(g.Find("tokenizer.ggml.tokens")->elem_type, GgufType::kString);
 
@@ -125,17 +125,17 @@ TEST(GgufWriterTest, RoundTripsEveryValueTypeAndTensors) {
   w.Set("strs", GgufValue::StringArray({"a", "", "ccc"}));
   w.Set("f32s", GgufValue::F32Array({1.0f, -2.5f}));
   w.Set("i32s", GgufValue::I32Array({}));
-  w.Set("nested", GgufValue::Array(GgufType::kArray,
-                                   {GgufValue::I32Array({1, 2}),
-                                    GgufValue::Array(GgufType::kArray,
-                                                     {GgufValue::StringArray({"deep"})})}));
+  w.Set("nested",
+        GgufValue::Array(GgufType::kArray,
+                         {GgufValue::I32Array({1, 2}),
+                          GgufValue::Array(GgufType::kArray, {GgufValue::StringArray({"deep"})})}));
   w.Set("bools", GgufValue::Array(GgufType::kBool, {GgufValue::Bool(true), GgufValue::Bool(false),
                                                     GgufValue::Bool(true)}));
   w.Set("mixed", GgufValue::Array(GgufType::kInt8, {GgufValue::I32(-3), GgufValue::U32(127),
                                                     GgufValue::I32(-128), GgufValue::I32(0)}));
   w.Set("u64s", GgufValue::Array(GgufType::kUint64, {GgufValue::U64(18000000000000000000ull)}));
-  w.Set("f64s", GgufValue::Array(GgufType::kFloat64,
-                                 {Typed(GgufType::kFloat64, 0, 0, 3.141592653589793)}));
+  w.Set("f64s",
+        GgufValue::Array(GgufType::kFloat64, {Typed(GgufType::kFloat64, 0, 0, 3.141592653589793)}));
   w.Set("u32", GgufValue::U32(7));  // replaces, keeps position
   w.Set("general.alignment", GgufValue::U32(64));
 
@@ -147,9 +147,8 @@ TEST(GgufWriterTest, RoundTripsEveryValueTypeAndTensors) {
   w.AddTensor("a", {3, 2}, DType::kF32, f32);
   w.AddTensor("b", {32}, DType::kF16, f16);
   w.AddTensor("c", {64, 3}, DType::kQ8_0, q8);
-  w.AddTensorLazy("d", {5, 1, 1, 1}, DType::kI8, [&](uint8_t* out) {
-    std::memcpy(out, i8.data(), i8.size());
-  });
+  w.AddTensorLazy("d", {5, 1, 1, 1}, DType::kI8,
+                  [&](uint8_t* out) { std::memcpy(out, i8.data(), i8.size()); });
 
   const std::string bytes = w.Serialize();
   auto f = GgufFile::FromBytes(bytes, "mem.gguf");
@@ -229,8 +228,8 @@ TEST(GgufWriterTest, WriteToBadPathFails) {
 }
 
 TEST(GgufWriterTest, WriteGoesThroughATempFileRenamedAtTheEnd) {
-  const std::string path = ::testing::TempDir() + "/goose_atomic_" +
-                           std::to_string(::getpid()) + ".gguf";
+  const std::string path =
+      ::testing::TempDir() + "/goose_atomic_" + std::to_string(::getpid()) + ".gguf";
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   {
     std::FILE* f = std::fopen(path.c_str(), "wb");

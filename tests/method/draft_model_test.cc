@@ -126,8 +126,8 @@ void CheckRunnerFollowsCommits(int n_threads, uint64_t seed, int shortlist = 0) 
     ASSERT_EQ(runner.n_extra(), n_extra);
     ASSERT_EQ(ctx.n_logits(), n_logits);
     ASSERT_TRUE(seen_listed(seq)) << "a committed token lacks a column while unseen ones are left";
-    ASSERT_TRUE(BitwiseEqual(runner.logits(runner.root_pid()), columns(Reference(m, seq)).data(),
-                             n_logits))
+    ASSERT_TRUE(
+        BitwiseEqual(runner.logits(runner.root_pid()), columns(Reference(m, seq)).data(), n_logits))
         << "root logits differ from one-token decoding over " << seq.size() << " tokens";
     std::vector<DraftToken> top;
     runner.TopK(runner.root_pid(), 4, &top);
@@ -148,8 +148,8 @@ void CheckRunnerFollowsCommits(int n_threads, uint64_t seed, int shortlist = 0) 
       std::vector<int32_t> context = seq, below;
       for (int j = i + 1; j > 0; j = node_parent[j]) below.insert(below.begin(), node_token[j]);
       context.insert(context.end(), below.begin(), below.end());
-      ASSERT_TRUE(BitwiseEqual(runner.logits(node_pid.back()), columns(Reference(m, context)).data(),
-                               n_logits))
+      ASSERT_TRUE(BitwiseEqual(runner.logits(node_pid.back()),
+                               columns(Reference(m, context)).data(), n_logits))
           << "root-pass guess " << i << " differs from one-token decoding";
     }
     const int passes = static_cast<int>(rng.Below(4));

@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "method/graft_tree.h"
-#include "util/rng.h"
 #include "sample/sampler.h"
+#include "util/rng.h"
 #include "verify/verifier.h"
 #include "weak_drafter.h"
 
@@ -30,8 +30,8 @@ struct CycleLog {
 
 // Runs `cycles` greedy cycles of a grower over `prompt` with `target` scoring; returns them.
 std::vector<CycleLog> RunCycles(GrowMode mode, const Model& target, const Model& draft,
-                          const std::vector<int32_t>& prompt, int budget, int cycles,
-                          DraftLearned* learned, const GrowParams& params = {}) {
+                                const std::vector<int32_t>& prompt, int budget, int cycles,
+                                DraftLearned* learned, const GrowParams& params = {}) {
   Context tctx(target, 512, nullptr), dctx(draft, 512, nullptr);
   const bool graft = mode == GrowMode::kGraft || mode == GrowMode::kGraftPaper;
   if (graft && !learned->table) {
@@ -59,8 +59,7 @@ std::vector<CycleLog> RunCycles(GrowMode mode, const Model& target, const Model&
     EXPECT_EQ(t.tokens[0], in.anchor);
     EXPECT_TRUE(tctx.Forward(t.tokens, t.parents).ok());
     l.accepted = WalkTree(
-        t, [&](int node) { return Argmax(tctx.logits(node), nv); },
-        [](int32_t) { return false; });
+        t, [&](int node) { return Argmax(tctx.logits(node), nv); }, [](int32_t) { return false; });
     grower.Observe(in, l.proposal, l.accepted);
     std::vector<int32_t> keep = {0};
     keep.insert(keep.end(), l.accepted.path.begin(), l.accepted.path.end());
@@ -121,8 +120,8 @@ TEST(TreeGrower, DenseTreeIsFullAndDraftsItsFixedDepth) {
   if (weak == nullptr) GTEST_SKIP() << why;
   DraftLearned learned;
   GrowParams params;
-  const auto log = RunCycles(GrowMode::kDense, Tiny(), *weak, StoryPrompt(Tiny()), 24, 20, &learned,
-                       params);
+  const auto log =
+      RunCycles(GrowMode::kDense, Tiny(), *weak, StoryPrompt(Tiny()), 24, 20, &learned, params);
   for (const CycleLog& l : log) {
     EXPECT_EQ(l.proposal.tree.size(), 24);
     EXPECT_EQ(l.proposal.work.passes, params.dense_depth);
@@ -137,10 +136,10 @@ TEST(TreeGrower, PruningDraftsFewerPassesAndReportsTheSlotsItFreed) {
   const Model* weak = WeakDrafter(&why);
   if (weak == nullptr) GTEST_SKIP() << why;
   DraftLearned dense_learned, prune_learned;
-  const auto dense = RunCycles(GrowMode::kDense, Tiny(), *weak, StoryPrompt(Tiny()), 24, 40,
-                         &dense_learned);
-  const auto pruned = RunCycles(GrowMode::kPrune, Tiny(), *weak, StoryPrompt(Tiny()), 24, 40,
-                          &prune_learned);
+  const auto dense =
+      RunCycles(GrowMode::kDense, Tiny(), *weak, StoryPrompt(Tiny()), 24, 40, &dense_learned);
+  const auto pruned =
+      RunCycles(GrowMode::kPrune, Tiny(), *weak, StoryPrompt(Tiny()), 24, 40, &prune_learned);
   int64_t dense_passes = 0, pruned_passes = 0, freed = 0;
   for (const CycleLog& l : dense) dense_passes += l.proposal.work.passes;
   for (const CycleLog& l : pruned) {
@@ -195,8 +194,8 @@ TEST(TreeGrower, GraftFillsItsBudgetWithRetrievedTokensOnRepetitiveText) {
   const Model* weak = WeakDrafter(&why);
   if (weak == nullptr) GTEST_SKIP() << why;
   DraftLearned learned;
-  const auto log = RunCycles(GrowMode::kGraft, Tiny(), *weak, RepetitivePrompt(Tiny()), 16, 30,
-                       &learned);
+  const auto log =
+      RunCycles(GrowMode::kGraft, Tiny(), *weak, RepetitivePrompt(Tiny()), 16, 30, &learned);
   std::map<NodeSource, int64_t> drafted, accepted;
   for (const CycleLog& l : log) {
     const DraftTree& t = l.proposal.tree;
@@ -217,8 +216,7 @@ TEST(DraftLearned, StateRoundTripsAndDamageIsRefused) {
   DraftLearned learned;
   RunCycles(GrowMode::kGraft, Tiny(), *weak, RepetitivePrompt(Tiny()), 8, 20, &learned);
   const std::string saved = learned.SaveExtra();
-  ASSERT_EQ(saved.size(),
-            GraftAcceptance::kBytes + DraftTiming::kBytes + ValueCalibration::kBytes);
+  ASSERT_EQ(saved.size(), GraftAcceptance::kBytes + DraftTiming::kBytes + ValueCalibration::kBytes);
   EXPECT_NE(saved, DraftLearned().SaveExtra()) << "20 cycles learned nothing";
   DraftLearned loaded;
   ASSERT_TRUE(loaded.LoadExtra(saved).ok());

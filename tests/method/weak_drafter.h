@@ -48,9 +48,10 @@ inline bool MakeWeakDrafterFile(const std::string& out, std::string* why) {
   ss << in.rdbuf();
   std::filesystem::remove(log);
   if (rc == 0) return true;
-  *why = "cannot make the weak tiny drafter with ../shared/tools/inflate_gguf.py (it needs "
-         "/usr/bin/python3 with numpy: tools/install-deps.sh installs python3-numpy): " +
-         ss.str();
+  *why =
+      "cannot make the weak tiny drafter with ../shared/tools/inflate_gguf.py (it needs "
+      "/usr/bin/python3 with numpy: tools/install-deps.sh installs python3-numpy): " +
+      ss.str();
   return false;
 }
 

@@ -47,8 +47,8 @@ std::string Write(const Variant& v, const std::string& label) {
   EXPECT_TRUE(src.ok());
   GgufWriter w;
   for (const auto& [key, value] : (*src)->metadata()) {
-    auto it = std::find_if(v.set.begin(), v.set.end(),
-                           [&](const auto& s) { return s.first == key; });
+    auto it =
+        std::find_if(v.set.begin(), v.set.end(), [&](const auto& s) { return s.first == key; });
     if (it == v.set.end()) w.Set(key, value);
   }
   for (const auto& [key, value] : v.set) {
@@ -96,9 +96,12 @@ TEST(ArchErrorsTest, UnmodifiedCopiesLoad) {
 
 TEST(ArchErrorsTest, MissingTensorIsNamed) {
   const std::pair<const char*, const char*> cases[] = {
-      {"qwen3", "blk.1.attn_k_norm.weight"},     {"gemma2", "blk.2.post_ffw_norm.weight"},
-      {"gemma2", "blk.0.post_attention_norm.weight"}, {"gemma3", "blk.3.attn_q_norm.weight"},
-      {"gemma3", "blk.1.post_ffw_norm.weight"},  {"phi3", "blk.3.attn_qkv.weight"},
+      {"qwen3", "blk.1.attn_k_norm.weight"},
+      {"gemma2", "blk.2.post_ffw_norm.weight"},
+      {"gemma2", "blk.0.post_attention_norm.weight"},
+      {"gemma3", "blk.3.attn_q_norm.weight"},
+      {"gemma3", "blk.1.post_ffw_norm.weight"},
+      {"phi3", "blk.3.attn_qkv.weight"},
       {"phi3", "blk.0.ffn_up.weight"},
   };
   for (const auto& [arch, tensor] : cases) {
@@ -134,12 +137,12 @@ TEST(ArchErrorsTest, MisShapedTensorIsNamedWithBothShapes) {
 // Tensors an architecture does not use would be silently ignored: an error instead.
 TEST(ArchErrorsTest, TensorsTheArchitectureDoesNotUseAreErrors) {
   const std::tuple<const char*, const char*, int64_t> cases[] = {
-      {"gemma2", "output.weight", 128},  // gemma2's head is always the embedding
+      {"gemma2", "output.weight", 128},   // gemma2's head is always the embedding
       {"phi3", "rope_freqs.weight", 16},  // Llama 3.1's factors; phi3 has its own
       {"qwen3", "blk.0.attn_output.bias", 128},
       {"gemma3", "blk.1.ffn_gate.bias", 256},
       {"qwen3", "blk.0.post_attention_norm.weight", 128},  // gemma's, not qwen3's
-      {"phi3", "blk.0.ffn_gate.weight", 128},  // phi3's gate lives in ffn_up
+      {"phi3", "blk.0.ffn_gate.weight", 128},              // phi3's gate lives in ffn_up
   };
   for (const auto& [arch, tensor, n] : cases) {
     const std::string msg = LoadError({.arch = arch, .add = tensor, .add_n = n}, "extra");
@@ -217,9 +220,9 @@ TEST(ArchErrorsTest, OptionalKeysTakeLlamaCppDefaults) {
   const LlamaConfig g3_no_window = config(
       {.arch = "gemma3", .set = {{"gemma3.attention.sliding_window", std::nullopt}}}, "nowin");
   EXPECT_EQ(g3_no_window.n_swa, 0);
-  const GgufValue flags = GgufValue::Array(
-      GgufType::kBool, {GgufValue::Bool(false), GgufValue::Bool(true), GgufValue::Bool(true),
-                        GgufValue::Bool(false)});
+  const GgufValue flags =
+      GgufValue::Array(GgufType::kBool, {GgufValue::Bool(false), GgufValue::Bool(true),
+                                         GgufValue::Bool(true), GgufValue::Bool(false)});
   const LlamaConfig g3_flags = config(
       {.arch = "gemma3", .set = {{"gemma3.attention.sliding_window_pattern", flags}}}, "flags");
   EXPECT_EQ(g3_flags.swa_layers, (std::vector<uint8_t>{0, 1, 1, 0}));

@@ -115,8 +115,7 @@ TEST_P(ArchReferenceTest, TopLogitsMatchLlamaCppAtEveryPosition) {
     double sum_dev = 0;
     for (size_t p = 0; p < ref.prompt.size(); ++p) {
       ExpectMatchesTop10(ctx.logits(static_cast<int>(p)), m.config().n_vocab, ref.top10[p],
-                         arch + " sequence " + std::to_string(s) + " position " +
-                             std::to_string(p),
+                         arch + " sequence " + std::to_string(s) + " position " + std::to_string(p),
                          &sum_dev);
     }
     EXPECT_LT(sum_dev / (10.0 * ref.prompt.size()), kMeanTolerance)

@@ -59,8 +59,7 @@ TEST_P(ArchTreeTest, BatchOfSequencesEqualsEachOnItsOwn) {
   CheckBatchEqualsSingle(m, 2, /*seed=*/39, /*n_passes=*/2, 30, 150);
 }
 
-INSTANTIATE_TEST_SUITE_P(Archs, ArchTreeTest,
-                         testing::Values("qwen3", "gemma2", "gemma3", "phi3"),
+INSTANTIATE_TEST_SUITE_P(Archs, ArchTreeTest, testing::Values("qwen3", "gemma2", "gemma3", "phi3"),
                          [](const testing::TestParamInfo<const char*>& info) {
                            return std::string(info.param);
                          });

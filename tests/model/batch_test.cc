@@ -68,8 +68,9 @@ TEST(BatchTest, PrefillChunkSharesPassesWithOtherSequencesTrees) {
   Commit(c, RandomTokens(rng, 5, n_vocab));
   const auto b_tokens = RandomTokens(rng, 30, n_vocab);
   const auto c_tokens = RandomTokens(rng, 9, n_vocab);
-  const std::vector<int32_t> b_parents = {-1, 0, 0, 1, 1, 2, 3, 3, 7, -1, 9, 10, 10, 12, 0,
-                                          14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 0, 27, 4};
+  const std::vector<int32_t> b_parents = {-1, 0,  0,  1,  1,  2,  3,  3,  7,  -1,
+                                          9,  10, 10, 12, 0,  14, 15, 16, 17, 18,
+                                          19, 20, 21, 22, 23, 24, 25, 0,  27, 4};
   const std::vector<int32_t> c_parents = {-1, 0, 1, 1, 3, 3, 0, 6, 7};
   for (int at = 0; at < 200; at += 48) {
     const int len = std::min(48, 200 - at);
@@ -170,7 +171,7 @@ TEST(BatchTest, LogitsLastUntilTheNextPass) {
   EXPECT_EQ(a.n_batch(), 3);
   EXPECT_EQ(b.n_batch(), 3);
   ASSERT_TRUE(pass.Forward(std::vector<SequenceRows>{{&b, t, p}}).ok());
-  EXPECT_EQ(a.n_batch(), 0);  // gone with the pass's buffer
+  EXPECT_EQ(a.n_batch(), 0);    // gone with the pass's buffer
   EXPECT_EQ(a.n_pending(), 3);  // its nodes still pending: KeepPath works
   a.KeepPath(std::vector<int32_t>{0, 2});
   EXPECT_EQ(a.n_past(), 2);
@@ -208,8 +209,9 @@ TEST(BatchTest, BadPassesReturnStatusAndChangeNothing) {
   EXPECT_CONTAINS(error({{&b, t, p}, {&a, std::vector<int32_t>{}, std::vector<int32_t>{}}}),
                   "sequence 1: empty batch");
   Commit(b, std::vector<int32_t>(14, 7));
-  EXPECT_CONTAINS(error({{&a, t, p}, {&b, t, p}}),
-                  "sequence 1: batch of 3 tokens does not fit: n_past 14 + 0 pending + 3 > n_ctx 16");
+  EXPECT_CONTAINS(
+      error({{&a, t, p}, {&b, t, p}}),
+      "sequence 1: batch of 3 tokens does not fit: n_past 14 + 0 pending + 3 > n_ctx 16");
   // Extending a's 3 pending nodes: parents may name them (< 3 + i).
   EXPECT_CONTAINS(error({{&a, t, std::vector<int32_t>{2, 3, 6}, /*extend=*/true}}),
                   "sequence 0: parents[2] = 6, expected -1 or an earlier pending node (< 5)");

@@ -88,8 +88,8 @@ TEST(GoldenTest, GreedyMatchesLlamaCpp) {
       for (bool batched : {false, true}) {
         Context ctx(TinyModel(), 512, batched ? &pool : nullptr, kv);
         EXPECT_EQ(Greedy(ctx, prompt, batched, static_cast<int>(expected.size())), expected)
-            << "prompt '" << row["prompt"].get<std::string>() << "' batched=" << batched
-            << " kv " << KvTypeName(kv);
+            << "prompt '" << row["prompt"].get<std::string>() << "' batched=" << batched << " kv "
+            << KvTypeName(kv);
       }
     }
   }
@@ -148,8 +148,7 @@ TEST_P(GoldenLogitsTest, Top10LogitsMatchLlamaCpp) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(KvTypes, GoldenLogitsTest,
-                         ::testing::Values(KvType::kF32, KvType::kF16),
+INSTANTIATE_TEST_SUITE_P(KvTypes, GoldenLogitsTest, ::testing::Values(KvType::kF32, KvType::kF16),
                          [](const auto& info) { return std::string(KvTypeName(info.param)); });
 
 // 400 greedy tokens from BOS, one-token passes, on one and on two threads: the same ids (the
@@ -176,9 +175,10 @@ TEST(GoldenTest, DecodeIsTheSameOnOneAndTwoThreads) {
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu1);
     const double cpu = (cpu1.tv_sec - cpu0.tv_sec) + 1e-9 * (cpu1.tv_nsec - cpu0.tv_nsec);
-    std::printf("tiny model decode, %d thread(s): %.0f tokens/s wall, %.0f tokens/s per CPU-second "
-                "of the calling thread (%d tokens from BOS)\n",
-                threads, n / wall, n / cpu, n);
+    std::printf(
+        "tiny model decode, %d thread(s): %.0f tokens/s wall, %.0f tokens/s per CPU-second "
+        "of the calling thread (%d tokens from BOS)\n",
+        threads, n / wall, n / cpu, n);
   }
   EXPECT_EQ(ids[0], ids[1]);
   int changes = 0;

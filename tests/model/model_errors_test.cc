@@ -19,8 +19,8 @@ namespace goose {
 namespace {
 
 // Substring check with the whole message in the failure output (gmock is not linked).
-#define EXPECT_CONTAINS(haystack, needle)                                              \
-  EXPECT_NE(std::string(haystack).find(needle), std::string::npos)                     \
+#define EXPECT_CONTAINS(haystack, needle)                          \
+  EXPECT_NE(std::string(haystack).find(needle), std::string::npos) \
       << "'" << (haystack) << "' does not contain '" << (needle) << "'"
 
 // What to change when copying the tiny model: metadata edits, and per tensor a callback that
@@ -55,8 +55,8 @@ std::string WriteVariant(const std::string& name, const Edit& edit) {
   if (edit.add_tensors) edit.add_tensors(w);
   // Per-process names: ctest runs tests of this binary concurrently, and rewriting a file that
   // another process has mapped would kill it with SIGBUS.
-  const std::string path = ::testing::TempDir() + "/goose_model_" + name + "_" +
-                           std::to_string(::getpid()) + ".gguf";
+  const std::string path =
+      ::testing::TempDir() + "/goose_model_" + name + "_" + std::to_string(::getpid()) + ".gguf";
   EXPECT_TRUE(w.Write(path).ok());
   return path;
 }
@@ -75,8 +75,8 @@ TEST(ModelErrorsTest, MissingFile) {
 
 TEST(ModelErrorsTest, UnsupportedArchitecture) {
   const std::string path = WriteVariant("arch", {.metadata = [](GgufWriter& w) {
-    w.Set("general.architecture", GgufValue::String("mamba"));
-  }});
+                                          w.Set("general.architecture", GgufValue::String("mamba"));
+                                        }});
   const std::string msg = LoadError(path);
   EXPECT_CONTAINS(msg, path);
   EXPECT_CONTAINS(msg, "general.architecture");
@@ -84,8 +84,9 @@ TEST(ModelErrorsTest, UnsupportedArchitecture) {
   EXPECT_CONTAINS(msg, "mamba");
   // Quoted escaped (util/escape.h).
   const std::string raw = WriteVariant("arch_raw", {.metadata = [](GgufWriter& w) {
-    w.Set("general.architecture", GgufValue::String("mam\xff" "ba\n"));
-  }});
+                                         w.Set("general.architecture", GgufValue::String("mam\xff"
+                                                                                         "ba\n"));
+                                       }});
   EXPECT_CONTAINS(LoadError(raw), "'mam\\xFFba\\n'");
 }
 
@@ -113,8 +114,9 @@ TEST(ModelErrorsTest, InvalidKeys) {
   };
   int k = 0;
   for (const Case& c : cases) {
-    const std::string path = WriteVariant("badkey" + std::to_string(k++),
-                                          {.metadata = [&](GgufWriter& w) { w.Set(c.key, c.value); }});
+    const std::string path =
+        WriteVariant("badkey" + std::to_string(k++),
+                     {.metadata = [&](GgufWriter& w) { w.Set(c.key, c.value); }});
     const std::string msg = LoadError(path);
     EXPECT_CONTAINS(msg, c.key);
     EXPECT_CONTAINS(msg, c.expect);
@@ -125,17 +127,18 @@ TEST(ModelErrorsTest, AbsurdBlockCountFailsAtTheFirstMissingLayer) {
   // 2^24 layers claimed, 5 in the file: the error names blk.5, and Load never allocated 2^24
   // layers' weights first (fuzz/regressions/gguf_model/huge-block-count).
   const std::string path = WriteVariant("blocks", {.metadata = [](GgufWriter& w) {
-    w.Set("llama.block_count", GgufValue::U32(1u << 24));
-  }});
+                                          w.Set("llama.block_count", GgufValue::U32(1u << 24));
+                                        }});
   const std::string msg = LoadError(path);
   EXPECT_CONTAINS(msg, "blk.5.attn_norm.weight");
   EXPECT_CONTAINS(msg, "missing");
 }
 
 TEST(ModelErrorsTest, MissingTensor) {
-  const std::string path = WriteVariant("notensor", {.tensor = [](std::string& name, auto&, auto&, auto&) {
-    return name != "blk.2.ffn_up.weight";
-  }});
+  const std::string path =
+      WriteVariant("notensor", {.tensor = [](std::string& name, auto&, auto&, auto&) {
+                     return name != "blk.2.ffn_up.weight";
+                   }});
   const std::string msg = LoadError(path);
   EXPECT_CONTAINS(msg, path);
   EXPECT_CONTAINS(msg, "blk.2.ffn_up.weight");
@@ -143,30 +146,30 @@ TEST(ModelErrorsTest, MissingTensor) {
 }
 
 TEST(ModelErrorsTest, WrongShape) {
-  const std::string path = WriteVariant(
-      "shape", {.tensor = [](std::string& name, std::vector<int64_t>& dims, DType&,
-                             std::vector<uint8_t>& data) {
-        if (name == "blk.1.attn_k.weight") {  // [64, 32] -> [64, 64]
-          dims = {64, 64};
-          data.assign(64 * 64 * 4, 0);
-        }
-        return true;
-      }});
+  const std::string path =
+      WriteVariant("shape", {.tensor = [](std::string& name, std::vector<int64_t>& dims, DType&,
+                                          std::vector<uint8_t>& data) {
+                     if (name == "blk.1.attn_k.weight") {  // [64, 32] -> [64, 64]
+                       dims = {64, 64};
+                       data.assign(64 * 64 * 4, 0);
+                     }
+                     return true;
+                   }});
   const std::string msg = LoadError(path);
   EXPECT_CONTAINS(msg, "blk.1.attn_k.weight");
   EXPECT_CONTAINS(msg, "shape [64, 64], expected [64, 32]");
 }
 
 TEST(ModelErrorsTest, UnsupportedWeightDType) {
-  const std::string path = WriteVariant(
-      "dtype", {.tensor = [](std::string& name, std::vector<int64_t>& dims, DType& dtype,
-                             std::vector<uint8_t>& data) {
-        if (name == "blk.0.ffn_gate.weight") {
-          dtype = DType::kQ4_1;  // a GGML type goose does not compute with
-          data.assign(RowBytes(DType::kQ4_1, dims[0]) * dims[1], 0);
-        }
-        return true;
-      }});
+  const std::string path =
+      WriteVariant("dtype", {.tensor = [](std::string& name, std::vector<int64_t>& dims,
+                                          DType& dtype, std::vector<uint8_t>& data) {
+                     if (name == "blk.0.ffn_gate.weight") {
+                       dtype = DType::kQ4_1;  // a GGML type goose does not compute with
+                       data.assign(RowBytes(DType::kQ4_1, dims[0]) * dims[1], 0);
+                     }
+                     return true;
+                   }});
   const std::string msg = LoadError(path);
   EXPECT_CONTAINS(msg, "blk.0.ffn_gate.weight");
   EXPECT_CONTAINS(msg, "q4_1");
@@ -175,23 +178,23 @@ TEST(ModelErrorsTest, UnsupportedWeightDType) {
 TEST(ModelErrorsTest, TiedOutputAndF16NormsLoad) {
   // Without output.weight the head is tied to token_embd; the tiny model's output.weight is a
   // copy of token_embd, so the logits must be bit-identical. Norms stored as f16 load as f32.
-  const std::string path = WriteVariant(
-      "tied", {.tensor = [](std::string& name, std::vector<int64_t>&, DType& dtype,
-                            std::vector<uint8_t>& data) {
-        if (name == "output.weight") return false;
-        if (name == "blk.0.attn_norm.weight") {
-          std::vector<uint8_t> half(data.size() / 2);
-          for (size_t i = 0; i < data.size() / 4; ++i) {
-            float f;
-            std::memcpy(&f, data.data() + 4 * i, 4);
-            const uint16_t h = F32ToF16(f);
-            std::memcpy(half.data() + 2 * i, &h, 2);
-          }
-          data = std::move(half);
-          dtype = DType::kF16;
-        }
-        return true;
-      }});
+  const std::string path =
+      WriteVariant("tied", {.tensor = [](std::string& name, std::vector<int64_t>&, DType& dtype,
+                                         std::vector<uint8_t>& data) {
+                     if (name == "output.weight") return false;
+                     if (name == "blk.0.attn_norm.weight") {
+                       std::vector<uint8_t> half(data.size() / 2);
+                       for (size_t i = 0; i < data.size() / 4; ++i) {
+                         float f;
+                         std::memcpy(&f, data.data() + 4 * i, 4);
+                         const uint16_t h = F32ToF16(f);
+                         std::memcpy(half.data() + 2 * i, &h, 2);
+                       }
+                       data = std::move(half);
+                       dtype = DType::kF16;
+                     }
+                     return true;
+                   }});
   auto tied = Model::Load(path);
   std::remove(path.c_str());  // the mapping stays valid
   ASSERT_TRUE(tied.ok()) << tied.status().message();
@@ -245,8 +248,9 @@ TEST(ModelErrorsTest, RopeFreqsScaleTheRotation) {
   ASSERT_TRUE(plain.ForwardChain(prompt).ok());
   auto with_factors = [&](const std::string& name, std::vector<float> f) {
     return WriteVariant(name, {.add_tensors = [=](GgufWriter& w) {
-      w.AddTensor("rope_freqs.weight", {static_cast<int64_t>(f.size())}, DType::kF32, F32Bytes(f));
-    }});
+                          w.AddTensor("rope_freqs.weight", {static_cast<int64_t>(f.size())},
+                                      DType::kF32, F32Bytes(f));
+                        }});
   };
   for (float last : {1.0f, 8.0f}) {
     std::vector<float> f(half, 1.0f);
@@ -274,21 +278,22 @@ TEST(ModelErrorsTest, RopeFreqsScaleTheRotation) {
 
 // llama.cpp's llama architecture may carry Q/K/V biases; they must be applied, not dropped.
 std::string WriteWithQkvBiases(const std::string& name, float scale, bool only_q = false) {
-  return WriteVariant(name, {.add_tensors = [=](GgufWriter& w) {
-    const LlamaConfig& c = TinyModel().config();
-    const int64_t q_dim = c.n_head * c.head_dim, kv_dim = c.n_head_kv * c.head_dim;
-    for (int l = 0; l < c.n_layer; ++l) {
-      const std::string p = "blk." + std::to_string(l) + ".";
-      const std::pair<const char*, int64_t> biases[] = {
-          {"attn_q.bias", q_dim}, {"attn_k.bias", kv_dim}, {"attn_v.bias", kv_dim}};
-      for (const auto& [suffix, n] : biases) {
-        if (only_q && std::string(suffix) != "attn_q.bias") continue;
-        std::vector<float> b(n);
-        for (int64_t i = 0; i < n; ++i) b[i] = scale * std::sin(0.7f * i + l);
-        w.AddTensor(p + suffix, {n}, DType::kF32, F32Bytes(b));
-      }
-    }
-  }});
+  return WriteVariant(
+      name, {.add_tensors = [=](GgufWriter& w) {
+        const LlamaConfig& c = TinyModel().config();
+        const int64_t q_dim = c.n_head * c.head_dim, kv_dim = c.n_head_kv * c.head_dim;
+        for (int l = 0; l < c.n_layer; ++l) {
+          const std::string p = "blk." + std::to_string(l) + ".";
+          const std::pair<const char*, int64_t> biases[] = {
+              {"attn_q.bias", q_dim}, {"attn_k.bias", kv_dim}, {"attn_v.bias", kv_dim}};
+          for (const auto& [suffix, n] : biases) {
+            if (only_q && std::string(suffix) != "attn_q.bias") continue;
+            std::vector<float> b(n);
+            for (int64_t i = 0; i < n; ++i) b[i] = scale * std::sin(0.7f * i + l);
+            w.AddTensor(p + suffix, {n}, DType::kF32, F32Bytes(b));
+          }
+        }
+      }});
 }
 
 TEST(ModelErrorsTest, LlamaQkvBiasesLoadAndChangeTheLogits) {
@@ -347,9 +352,11 @@ TEST(ModelErrorsTest, BadBatchesReturnStatus) {
   EXPECT_FALSE(ctx.ForwardChain({}).ok());
   const std::vector<int32_t> tokens = {1, 2, 3};
   EXPECT_CONTAINS(ctx.Forward(tokens, std::vector<int32_t>{-1, 0, 2}).message(), "parents[2] = 2");
-  EXPECT_CONTAINS(ctx.Forward(tokens, std::vector<int32_t>{-1, -2, 0}).message(), "parents[1] = -2");
+  EXPECT_CONTAINS(ctx.Forward(tokens, std::vector<int32_t>{-1, -2, 0}).message(),
+                  "parents[1] = -2");
   EXPECT_FALSE(ctx.Forward(tokens, std::vector<int32_t>{-1, 0}).ok());
-  EXPECT_CONTAINS(ctx.Forward(std::vector<int32_t>{1, 512}, std::vector<int32_t>{-1, 0}).message(), "outside the vocabulary");
+  EXPECT_CONTAINS(ctx.Forward(std::vector<int32_t>{1, 512}, std::vector<int32_t>{-1, 0}).message(),
+                  "outside the vocabulary");
   // Fill the context exactly, then one more token does not fit.
   const std::vector<int32_t> eight(8, 5);
   ASSERT_TRUE(ctx.ForwardChain(eight).ok());

@@ -165,73 +165,74 @@ TEST_P(SynthModelTest, KeepPathAndTruncateContinueBitwise) {
 // and a tree; and every matrix of a tiled dtype is tiled (token_embd only when tied to the
 // output).
 TEST(SynthModelLayoutTest, TilesGiveTheLogitsOfRows) {
-  if (DetectCpuLevel() < CpuLevel::kAvx512 || IntKernelFor(CpuLevel::kAvx512) != IntKernel::kAvx512Vnni) {
+  if (DetectCpuLevel() < CpuLevel::kAvx512 ||
+      IntKernelFor(CpuLevel::kAvx512) != IntKernel::kAvx512Vnni) {
     GTEST_SKIP() << "no AVX-512 VNNI: weights are never tiled here";
   }
   for (const DType dtype : {DType::kQ8_0, DType::kQ4_K})
-  for (const char* arch : {"llama", "qwen2", "phi3", "gemma3"}) {
-    SynthParams p;
-    p.arch = arch;
-    p.dtype = dtype;
-    p.vocab_from = TinyModelPath();
-    p.n_layer = 2, p.n_vocab = 640, p.context_length = 512, p.seed = 8;
-    if (dtype == DType::kQ8_0) {
-      p.n_embd = 96, p.n_head = 6, p.n_head_kv = 2, p.n_ff = 160;  // 160 rows: a partial tile
-    } else {
-      // Q4_K needs rows of 256: n_ff 288 gives down Q5_0 rows (not tiled), 648 words a partial
-      // tile of the output matrix.
-      p.n_embd = 256, p.n_head = 8, p.n_head_kv = 2, p.n_ff = 288, p.n_vocab = 648;
-    }
-    p.tied_output = std::string(arch) == "qwen2";
-    p.sliding_window = 4;  // (phi3: a key llama.cpp ignores; gemma3: windows of 4)
-    const std::string path = ::testing::TempDir() + "/goose_synth_tiles_" + arch + "_" +
-                             std::string(GetDTypeInfo(dtype).name) + "_" +
-                             std::to_string(::getpid()) + ".gguf";
-    const Status made = SynthesizeModel(p, path);
-    ASSERT_TRUE(made.ok()) << made.message();
-    SetCpuLevelCap(CpuLevel::kAvx512);  // (on an AMX CPU too: the level that tiles)
-    auto tiled = Model::Load(path);
-    SetCpuLevelCap(CpuLevel::kAvx2);
-    auto rows = Model::Load(path);
-    SetCpuLevelCap(kMaxCpuLevel);
-    std::remove(path.c_str());
-    ASSERT_TRUE(tiled.ok() && rows.ok());
-    const Model& mt = **tiled;
-    const Model& mr = **rows;
-    EXPECT_EQ(mt.output().layout, WeightLayout::kTiles);
-    // (A tied head's embedding reads the output's tiles; an untied one keeps its rows.)
-    EXPECT_EQ(mt.token_embd().layout, p.tied_output ? WeightLayout::kTiles : WeightLayout::kRows);
-    for (const LayerWeights& L : mt.layers()) {
-      EXPECT_EQ(L.wq.dtype, dtype);
-      for (const WeightMatrix* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) {
-        EXPECT_EQ(w->layout, HasTiles(w->dtype) ? WeightLayout::kTiles : WeightLayout::kRows);
+    for (const char* arch : {"llama", "qwen2", "phi3", "gemma3"}) {
+      SynthParams p;
+      p.arch = arch;
+      p.dtype = dtype;
+      p.vocab_from = TinyModelPath();
+      p.n_layer = 2, p.n_vocab = 640, p.context_length = 512, p.seed = 8;
+      if (dtype == DType::kQ8_0) {
+        p.n_embd = 96, p.n_head = 6, p.n_head_kv = 2, p.n_ff = 160;  // 160 rows: a partial tile
+      } else {
+        // Q4_K needs rows of 256: n_ff 288 gives down Q5_0 rows (not tiled), 648 words a partial
+        // tile of the output matrix.
+        p.n_embd = 256, p.n_head = 8, p.n_head_kv = 2, p.n_ff = 288, p.n_vocab = 648;
       }
-    }
-    EXPECT_EQ(mr.output().layout, WeightLayout::kRows);
-    ThreadPool pool(2);
-    Context ct(mt, 0, &pool), cr(mr, 0, &pool);
-    const int n_vocab = mt.config().n_vocab;
-    auto same = [&](const char* what) {
-      ASSERT_EQ(ct.n_batch(), cr.n_batch());
-      for (int i = 0; i < ct.n_batch(); ++i) {
-        ASSERT_EQ(std::memcmp(ct.logits(i), cr.logits(i), n_vocab * 4), 0)
-            << arch << " " << what << " row " << i;
+      p.tied_output = std::string(arch) == "qwen2";
+      p.sliding_window = 4;  // (phi3: a key llama.cpp ignores; gemma3: windows of 4)
+      const std::string path = ::testing::TempDir() + "/goose_synth_tiles_" + arch + "_" +
+                               std::string(GetDTypeInfo(dtype).name) + "_" +
+                               std::to_string(::getpid()) + ".gguf";
+      const Status made = SynthesizeModel(p, path);
+      ASSERT_TRUE(made.ok()) << made.message();
+      SetCpuLevelCap(CpuLevel::kAvx512);  // (on an AMX CPU too: the level that tiles)
+      auto tiled = Model::Load(path);
+      SetCpuLevelCap(CpuLevel::kAvx2);
+      auto rows = Model::Load(path);
+      SetCpuLevelCap(kMaxCpuLevel);
+      std::remove(path.c_str());
+      ASSERT_TRUE(tiled.ok() && rows.ok());
+      const Model& mt = **tiled;
+      const Model& mr = **rows;
+      EXPECT_EQ(mt.output().layout, WeightLayout::kTiles);
+      // (A tied head's embedding reads the output's tiles; an untied one keeps its rows.)
+      EXPECT_EQ(mt.token_embd().layout, p.tied_output ? WeightLayout::kTiles : WeightLayout::kRows);
+      for (const LayerWeights& L : mt.layers()) {
+        EXPECT_EQ(L.wq.dtype, dtype);
+        for (const WeightMatrix* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) {
+          EXPECT_EQ(w->layout, HasTiles(w->dtype) ? WeightLayout::kTiles : WeightLayout::kRows);
+        }
       }
-    };
-    const std::vector<int32_t> prompt = {1, 5, 9, 200, 3, 77, 14, 600, 2, 31, 8, 99, 45, 6, 7, 10,
-                                         11, 300, 12};
-    for (Context* c : {&ct, &cr}) ASSERT_TRUE(c->ForwardChain(prompt).ok());
-    same("prompt");
-    for (Context* c : {&ct, &cr}) c->KeepAll();
-    const std::vector<int32_t> one = {42};
-    for (Context* c : {&ct, &cr}) ASSERT_TRUE(c->ForwardChain(one).ok());
-    same("one token");
-    for (Context* c : {&ct, &cr}) c->KeepAll();
-    const std::vector<int32_t> tree = {4, 5, 6, 7, 8, 9, 10, 11, 12};
-    const std::vector<int32_t> parents = {-1, 0, 0, 1, 1, 2, 3, 3, 7};
-    for (Context* c : {&ct, &cr}) ASSERT_TRUE(c->Forward(tree, parents).ok());
-    same("tree");
-  }
+      EXPECT_EQ(mr.output().layout, WeightLayout::kRows);
+      ThreadPool pool(2);
+      Context ct(mt, 0, &pool), cr(mr, 0, &pool);
+      const int n_vocab = mt.config().n_vocab;
+      auto same = [&](const char* what) {
+        ASSERT_EQ(ct.n_batch(), cr.n_batch());
+        for (int i = 0; i < ct.n_batch(); ++i) {
+          ASSERT_EQ(std::memcmp(ct.logits(i), cr.logits(i), n_vocab * 4), 0)
+              << arch << " " << what << " row " << i;
+        }
+      };
+      const std::vector<int32_t> prompt = {1, 5,  9,  200, 3, 77, 14, 600, 2, 31,
+                                           8, 99, 45, 6,   7, 10, 11, 300, 12};
+      for (Context* c : {&ct, &cr}) ASSERT_TRUE(c->ForwardChain(prompt).ok());
+      same("prompt");
+      for (Context* c : {&ct, &cr}) c->KeepAll();
+      const std::vector<int32_t> one = {42};
+      for (Context* c : {&ct, &cr}) ASSERT_TRUE(c->ForwardChain(one).ok());
+      same("one token");
+      for (Context* c : {&ct, &cr}) c->KeepAll();
+      const std::vector<int32_t> tree = {4, 5, 6, 7, 8, 9, 10, 11, 12};
+      const std::vector<int32_t> parents = {-1, 0, 0, 1, 1, 2, 3, 3, 7};
+      for (Context* c : {&ct, &cr}) ASSERT_TRUE(c->Forward(tree, parents).ok());
+      same("tree");
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -173,8 +173,7 @@ TEST(TreeExtendTest, MalformedExtensionsAreErrors) {
   // Parent 5 is neither pending (0..2) nor an earlier row of this batch (3).
   Status st = ctx.ForwardExtend(std::vector<int32_t>{4, 5}, std::vector<int32_t>{2, 5});
   ASSERT_FALSE(st.ok());
-  EXPECT_NE(st.message().find("ForwardExtend: parents[1] = 5"), std::string::npos)
-      << st.message();
+  EXPECT_NE(st.message().find("ForwardExtend: parents[1] = 5"), std::string::npos) << st.message();
   // 3 pending + 14 > 16.
   st = ctx.ForwardExtend(std::vector<int32_t>(14, 7), std::vector<int32_t>(14, 0));
   ASSERT_FALSE(st.ok());

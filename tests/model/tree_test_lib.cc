@@ -78,13 +78,11 @@ int Between(SplitMix64& rng, int lo, int hi) {
 
 }  // namespace
 
-
 void ExpectBitwiseEqual(const float* a, const float* b, int n, const std::string& what) {
   if (std::memcmp(a, b, static_cast<size_t>(n) * sizeof(float)) == 0) return;
   int i = 0;
   while (std::memcmp(a + i, b + i, sizeof(float)) == 0) ++i;
-  ADD_FAILURE() << what << ": logits differ first at index " << i << ": " << a[i] << " vs "
-                << b[i];
+  ADD_FAILURE() << what << ": logits differ first at index " << i << ": " << a[i] << " vs " << b[i];
 }
 
 void CheckTreesEqualSequential(const Model& model, int n_threads, uint64_t seed, int n_trees,
@@ -307,9 +305,9 @@ void ExpectKeepPathThenBatchedDecoding(const Model& model, BatchPass& pass, Spli
     for (size_t s = 0; s < cases.size(); ++s) {
       cases[s].ctx->KeepPath(std::vector<int32_t>{0});
       FeedOneByOne(*fresh[s], {next[s]});
-      ExpectBitwiseEqual(cases[s].ctx->logits(0), fresh[s]->logits(0), n_vocab,
-                         what + " decoding step " + std::to_string(step) + ", sequence " +
-                             std::to_string(s));
+      ExpectBitwiseEqual(
+          cases[s].ctx->logits(0), fresh[s]->logits(0), n_vocab,
+          what + " decoding step " + std::to_string(step) + ", sequence " + std::to_string(s));
       next[s] = Argmax(cases[s].ctx->logits(0), n_vocab);
     }
   }

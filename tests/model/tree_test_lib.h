@@ -23,8 +23,7 @@ void ExpectBitwiseEqual(const float* a, const float* b, int n, const std::string
 // paths longer than a model's sliding window exercise the window's edge in both parts.) Every
 // context has a KV cache of `kv` elements.
 void CheckTreesEqualSequential(const Model& model, int n_threads, uint64_t seed, int n_trees,
-                               int min_prefix = 1, int max_prefix = 40,
-                               KvType kv = KvType::kF16);
+                               int min_prefix = 1, int max_prefix = 40, KvType kv = KvType::kF16);
 
 // After a tree pass, KeepPath(root path of a random node) and greedy decoding continue with
 // the same logits bits as a context that only ever saw that path.

@@ -108,8 +108,8 @@ TEST_P(CpuLevelTest, ThisCpuRunsTheLevel) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Levels, CpuLevelTest,
-                         ::testing::Values(CpuLevel::kBaseline, CpuLevel::kAvx2,
-                                           CpuLevel::kAvx512, CpuLevel::kAmx),
+                         ::testing::Values(CpuLevel::kBaseline, CpuLevel::kAvx2, CpuLevel::kAvx512,
+                                           CpuLevel::kAmx),
                          [](const ::testing::TestParamInfo<CpuLevel>& info) {
                            std::string name = CpuLevelName(info.param);
                            for (char& c : name) {

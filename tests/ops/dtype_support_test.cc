@@ -41,8 +41,9 @@ TEST(DTypeSupportTest, CapabilitiesImplyTheOnesTheyNeed) {
     EXPECT_TRUE(!s.int_dot || s.compute) << name;
     EXPECT_TRUE(!s.tiles || s.int_dot) << name << ": tiles are the integer kernel's layout";
     // The message lists read the same table.
-    const bool listed = (", " + DTypeNamesWith(&DTypeSupport::compute) + ",").find(
-                            ", " + name + ",") != std::string::npos;
+    const bool listed =
+        (", " + DTypeNamesWith(&DTypeSupport::compute) + ",").find(", " + name + ",") !=
+        std::string::npos;
     EXPECT_EQ(listed, s.compute) << name;
     n_compute += s.compute;
   }

@@ -165,29 +165,29 @@ TEST(OpsTest, MatMulBatchRowsAreBitwiseOneTokenRows) {
   // Big enough that the thread pool is used (rows * cols * tokens above the inline cutoff).
   // 160 columns: one of DotRowsTokens' column slices (256); 416: two.
   for (const int cols : {160, 416})
-  for (DType dtype : kDTypes) {
-    const int rows = 301, n_tokens = 21;  // 21: a 16-token group + a tail
-    TestWeights t = MakeWeights(dtype, rows, cols, 20 + static_cast<int>(dtype));
-    SplitMix64 rng(4);
-    auto x = RandomVec(rng, static_cast<size_t>(n_tokens * cols));
-    std::vector<float> single(static_cast<size_t>(n_tokens * rows));
-    SetCpuLevelCap(CpuLevel::kBaseline);
-    for (int tok = 0; tok < n_tokens; ++tok) {
-      MatMul(t.w, x.data() + tok * cols, 1, single.data() + tok * rows, nullptr);
-    }
-    for (int level = 0; level <= static_cast<int>(DetectCpuLevel()); ++level) {
-      SetCpuLevelCap(static_cast<CpuLevel>(level));
-      for (ThreadPool* pool : pools) {
-        for (int n : {1, 2, n_tokens}) {
-          std::vector<float> batch(static_cast<size_t>(n * rows), -1.0f);
-          MatMul(t.w, x.data(), n, batch.data(), pool);
-          EXPECT_EQ(std::memcmp(batch.data(), single.data(), batch.size() * 4), 0)
-              << GetDTypeInfo(dtype).name << " cols=" << cols << " level=" << level
-              << " threads=" << (pool ? pool->size() : 1) << " n=" << n;
+    for (DType dtype : kDTypes) {
+      const int rows = 301, n_tokens = 21;  // 21: a 16-token group + a tail
+      TestWeights t = MakeWeights(dtype, rows, cols, 20 + static_cast<int>(dtype));
+      SplitMix64 rng(4);
+      auto x = RandomVec(rng, static_cast<size_t>(n_tokens * cols));
+      std::vector<float> single(static_cast<size_t>(n_tokens * rows));
+      SetCpuLevelCap(CpuLevel::kBaseline);
+      for (int tok = 0; tok < n_tokens; ++tok) {
+        MatMul(t.w, x.data() + tok * cols, 1, single.data() + tok * rows, nullptr);
+      }
+      for (int level = 0; level <= static_cast<int>(DetectCpuLevel()); ++level) {
+        SetCpuLevelCap(static_cast<CpuLevel>(level));
+        for (ThreadPool* pool : pools) {
+          for (int n : {1, 2, n_tokens}) {
+            std::vector<float> batch(static_cast<size_t>(n * rows), -1.0f);
+            MatMul(t.w, x.data(), n, batch.data(), pool);
+            EXPECT_EQ(std::memcmp(batch.data(), single.data(), batch.size() * 4), 0)
+                << GetDTypeInfo(dtype).name << " cols=" << cols << " level=" << level
+                << " threads=" << (pool ? pool->size() : 1) << " n=" << n;
+          }
         }
       }
     }
-  }
 }
 
 TEST(OpsTest, GetRowConvertsExactlyOnEveryLevel) {
@@ -346,8 +346,8 @@ TEST(OpsTest, F16RowsRoundAndReadTheSameOnEveryLevel) {
   LevelGuard guard;
   SplitMix64 rng(21);
   std::vector<float> x;
-  for (float v : {0.0f, -0.0f, 1.0f, 65504.0f, 65520.0f, 1e9f, -1e9f, 6.1e-5f, 5.96e-8f,
-                  2.98e-8f, 2.99e-8f, 1.0009765625f, 1.00048828125f, 1.00146484375f}) {
+  for (float v : {0.0f, -0.0f, 1.0f, 65504.0f, 65520.0f, 1e9f, -1e9f, 6.1e-5f, 5.96e-8f, 2.98e-8f,
+                  2.99e-8f, 1.0009765625f, 1.00048828125f, 1.00146484375f}) {
     x.push_back(v);
   }
   for (int i = 0; i < 4000; ++i) {
@@ -467,8 +467,8 @@ TEST(OpsTest, TanhBasedOpsAreAccurateAndEqualOnEveryLevel) {
       cap_ref = cap;
       for (int i = 0; i < n; ++i) {
         const double x = g[i];
-        const double gelu = 0.5 * x * (1.0 + std::tanh(0.7978845608028654 * x *
-                                                         (1.0 + 0.044715 * x * x)));
+        const double gelu =
+            0.5 * x * (1.0 + std::tanh(0.7978845608028654 * x * (1.0 + 0.044715 * x * x)));
         EXPECT_NEAR(glu[i], gelu * u[i], 1e-6 * std::fabs(gelu * u[i]) + 1e-7) << x;
         const double want = 50.0 * std::tanh(40.0 * x / 50.0);
         EXPECT_NEAR(cap[i], want, 1e-6 * std::fabs(want) + 1e-9) << x;

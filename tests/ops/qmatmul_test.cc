@@ -291,8 +291,8 @@ void CheckEveryBatchAndThreadCount(IntKernel k, int rows, int cols, std::vector<
           for (size_t i = 0; i < out.size(); ++i) {
             ASSERT_EQ(std::memcmp(&out[i], &ref[i], 4), 0)
                 << GetDTypeInfo(t).name << (wl.layout == WeightLayout::kTiles ? " tiles" : "")
-                << " threads " << (pool ? pool->size() : 1) << " n " << n << " token "
-                << i / rows << " row " << i % rows << ": " << out[i] << " vs " << ref[i];
+                << " threads " << (pool ? pool->size() : 1) << " n " << n << " token " << i / rows
+                << " row " << i % rows << ": " << out[i] << " vs " << ref[i];
           }
         }
       }
@@ -315,8 +315,8 @@ TEST(QMatMulTest, TilesRoundTripAndMatchRows) {
   for (const auto& [t, rows, cols] : kTileShapes) {
     const auto q = Quantize(t, RandomRow(rng, int64_t{rows} * cols, 0.1), rows, cols);
     const WeightMatrix w{t, q.data(), rows, cols};
-    const std::string what = std::string(GetDTypeInfo(t).name) + " " + std::to_string(rows) +
-                             "x" + std::to_string(cols);
+    const std::string what =
+        std::string(GetDTypeInfo(t).name) + " " + std::to_string(rows) + "x" + std::to_string(cols);
     AlignedVector<uint8_t> tiles(static_cast<size_t>(TiledBytes(t, rows, cols)));
     RepackTiles(w, tiles.data());
     // The scalar repack (below AVX-512) writes the same bytes as the vectorized one.

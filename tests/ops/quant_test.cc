@@ -42,9 +42,9 @@ TEST(QuantTest, Q8_0KnownBlockScale) {
   const int8_t* qs = reinterpret_cast<const int8_t*>(raw + 2);
   EXPECT_EQ(qs[0], -127);  // -16 * 127/16
   EXPECT_EQ(qs[16], 0);
-  EXPECT_EQ(qs[17], 8);     // 7.9375 -> 8
-  EXPECT_EQ(qs[31], 119);   // 15 * 7.9375 = 119.06
-  EXPECT_EQ(qs[18], 16);    // 15.875 -> 16
+  EXPECT_EQ(qs[17], 8);    // 7.9375 -> 8
+  EXPECT_EQ(qs[31], 119);  // 15 * 7.9375 = 119.06
+  EXPECT_EQ(qs[18], 16);   // 15.875 -> 16
   float back[32];
   DequantizeRow(DType::kQ8_0, raw, 32, back);
   EXPECT_EQ(back[0], -127 * 0.1259765625f);
@@ -89,14 +89,20 @@ TEST(QuantTest, RoundTripErrorBounds) {
           const double err = std::fabs(static_cast<double>(x[i]) - y[i]);
           double bound = 0;
           switch (t) {
-            case DType::kF32: bound = 0; break;
-            case DType::kF16: bound = std::fabs(x[i]) * std::ldexp(1.0, -11) + 6e-8; break;
-            case DType::kBF16: bound = std::fabs(x[i]) * std::ldexp(1.0, -8); break;
+            case DType::kF32:
+              bound = 0;
+              break;
+            case DType::kF16:
+              bound = std::fabs(x[i]) * std::ldexp(1.0, -11) + 6e-8;
+              break;
+            case DType::kBF16:
+              bound = std::fabs(x[i]) * std::ldexp(1.0, -8);
+              break;
             // Half a step of d, plus 127 times the f16 rounding error of d (relative for
             // normal d, absolute half-step 2^-25 once d is an f16 subnormal).
             default:
-              bound = amax * (0.5 / 127 + std::ldexp(1.0, -11)) * 1.001 +
-                      127 * std::ldexp(1.0, -25);
+              bound =
+                  amax * (0.5 / 127 + std::ldexp(1.0, -11)) * 1.001 + 127 * std::ldexp(1.0, -25);
               break;
           }
           ASSERT_LE(err, bound) << GetDTypeInfo(t).name << " scale " << scale << " i " << i;

@@ -47,8 +47,8 @@ TEST(RowSubset, ProductsEqualTheWholeMatrixsRowsBitwise) {
   const int64_t rows = 80, cols = 256;
   const std::vector<float> wf = Random(rng, rows * cols);
   // 20 rows out of order (a partial second tile), then one column replaced in each tile.
-  const std::vector<int32_t> pick = {79, 3, 0, 41, 42, 17, 64, 65, 5, 70,
-                                     11, 12, 13, 50, 33, 78, 2, 60, 61, 9};
+  const std::vector<int32_t> pick = {79, 3,  0,  41, 42, 17, 64, 65, 5,  70,
+                                     11, 12, 13, 50, 33, 78, 2,  60, 61, 9};
   std::vector<int32_t> changed = pick;
   changed[4] = 77, changed[18] = 1;
   auto check = [&](const WeightMatrix& w, const std::string& what) {

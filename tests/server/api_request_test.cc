@@ -170,9 +170,9 @@ TEST(ApiRequest, GooseExtension) {
 TEST(ApiRequest, Prediction) {
   EXPECT_FALSE(Ok(R"({"prompt": "a"})").prediction.has_value());
   EXPECT_FALSE(Ok(R"({"prompt": "a", "prediction": null})").prediction.has_value());
-  EXPECT_EQ(Ok(R"({"prompt": "a", "prediction": {"type": "content", "content": "x = 1"}})")
-                .prediction,
-            "x = 1");
+  EXPECT_EQ(
+      Ok(R"({"prompt": "a", "prediction": {"type": "content", "content": "x = 1"}})").prediction,
+      "x = 1");
   EXPECT_EQ(Ok(R"({"messages": [{"role": "user", "content": "hi"}], "prediction": {"type":
                 "content", "content": [{"type": "text", "text": "a"}, {"type": "text",
                 "text": "b"}]}})",

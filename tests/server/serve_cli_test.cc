@@ -34,8 +34,8 @@ bool HasLearnedState(const std::string& dir) {
 }
 
 TEST(ServeCli, AnswersAndStopsOnSignalsWithExitZero) {
-  const std::string cache = std::filesystem::temp_directory_path() /
-                            ("goose_serve_cli_test_" + std::to_string(getpid()));
+  const std::string cache =
+      std::filesystem::temp_directory_path() / ("goose_serve_cli_test_" + std::to_string(getpid()));
   setenv("XDG_CACHE_HOME", cache.c_str(), 1);  // the child's environment
   for (int sig : {SIGTERM, SIGINT}) {
     std::filesystem::remove_all(cache);
@@ -71,9 +71,9 @@ TEST(ServeCli, ASecondSignalCancelsWhatTheFirstLetFinish) {
   const std::string cache = std::filesystem::temp_directory_path() /
                             ("goose_serve_cli_test_signal_" + std::to_string(getpid()));
   setenv("XDG_CACHE_HOME", cache.c_str(), 1);  // the child's environment
-  ServeProcess p(GooseBinary(), {"-m", TinyModelPath(), "--port", "0", "--parallel", "1", "-t",
-                                 "1", "-c", "8192", "--spec", "none", "--no-table-cache",
-                                 "--shutdown-grace", "3600"});
+  ServeProcess p(GooseBinary(),
+                 {"-m", TinyModelPath(), "--port", "0", "--parallel", "1", "-t", "1", "-c", "8192",
+                  "--spec", "none", "--no-table-cache", "--shutdown-grace", "3600"});
   ASSERT_GT(p.pid(), 0);
   std::string line;
   ASSERT_TRUE(p.WaitFor("listening on", &line)) << p.output();

@@ -99,10 +99,9 @@ TEST_P(ServerBudgetAutoSweep, EveryVariantAnswersPlainDecodingsText) {
     std::string prompt;
     uint64_t seed;  // 0: greedy
   };
-  const Request requests[] = {
-      {"I like cake. I like cake. I like cake. I like cake.", 0},
-      {"Tom had a big red ball. Tom had a big red ball. Tom had a", 11},
-      {kPrompt, 0}};
+  const Request requests[] = {{"I like cake. I like cake. I like cake. I like cake.", 0},
+                              {"Tom had a big red ball. Tom had a big red ball. Tom had a", 11},
+                              {kPrompt, 0}};
   for (const std::string& variant : Variants(with_draft)) {
     SpecParams parsed;
     ASSERT_TRUE(ParseSpecVariant(variant, &parsed).ok());
@@ -123,8 +122,7 @@ TEST_P(ServerBudgetAutoSweep, EveryVariantAnswersPlainDecodingsText) {
       EXPECT_EQ(g["budget"], "auto");
       accepted += AcceptedDrafts(g);
       passes += g["forward_passes"].get<int64_t>();
-      nodes += std::llround(g["mean_tree_nodes"].get<double>() *
-                            g["forward_passes"].get<double>());
+      nodes += std::llround(g["mean_tree_nodes"].get<double>() * g["forward_passes"].get<double>());
       const json chosen = g.value("budgets_chosen", json::object());
       plain_passes += chosen.value("1", int64_t{0});
       if (own_sizes) {
@@ -229,8 +227,7 @@ TEST(ServerConcurrency, SampledMixedMethodsRunInBothSlotsAtOnce) {
     // Both slots were busy at once: the second slot ran cycles between the first one's.
     std::lock_guard<std::mutex> lock(mu);
     const auto first_of_second = std::find(cycle_slots.begin(), cycle_slots.end(), slots[1]);
-    const auto last_of_first =
-        std::find(cycle_slots.rbegin(), cycle_slots.rend(), slots[0]).base();
+    const auto last_of_first = std::find(cycle_slots.rbegin(), cycle_slots.rend(), slots[0]).base();
     EXPECT_TRUE(first_of_second != cycle_slots.end() && first_of_second < last_of_first)
         << "the requests ran one after the other";
   }

@@ -156,8 +156,8 @@ TEST_F(ServerTest, CompletionIsPlainDecodingStreamedOrNot) {
 TEST_F(ServerTest, PredictionCountsAcceptedAndRejectedTokens) {
   auto c = server_->Client();
   const std::string want = ReferenceText(kPrompt, 40);
-  const std::string edited = want.substr(0, want.size() / 2) + " purple " +
-                             want.substr(want.size() / 2);
+  const std::string edited =
+      want.substr(0, want.size() / 2) + " purple " + want.substr(want.size() / 2);
   auto usage_of = [&](const json& body, bool stream) {
     json b = body;
     if (!stream) {
@@ -354,8 +354,7 @@ TEST_F(ServerTest, ConcurrentMixedRequestsAllGetPlainDecoding) {
         json goose;
         if ((t + i) % 2 == 0) {
           body["stream"] = true;
-          const std::vector<json> events =
-              ParseSse(PostStream(c, "/v1/completions", body.dump()));
+          const std::vector<json> events = ParseSse(PostStream(c, "/v1/completions", body.dump()));
           text = StreamedText(events, false);
           goose = StreamedGoose(events);
         } else {
@@ -528,8 +527,9 @@ TEST(ServerLifecycle, AFailedLoadIsReportedAndHealthSays503) {
   ServerOptions missing_model = kTwoSlots, missing_draft = kTwoSlots;
   missing_model.model_path = "/nonexistent/model.gguf";
   missing_draft.draft_model_path = "/nonexistent/draft.gguf";
-  for (const auto& [o, says] : {std::pair{missing_model, "/nonexistent/model.gguf"},
-                                std::pair{missing_draft, "draft model (-md): /nonexistent/draft"}}) {
+  for (const auto& [o, says] :
+       {std::pair{missing_model, "/nonexistent/model.gguf"},
+        std::pair{missing_draft, "draft model (-md): /nonexistent/draft"}}) {
     SCOPED_TRACE(says);
     auto s = StartServer(o);
     ASSERT_NE(s, nullptr);

@@ -26,7 +26,8 @@ struct TestServer {
 // Polls GET /metrics until `line` (a whole line) appears; false after ~30 s.
 bool WaitForMetric(const TestServer& s, const std::string& line);
 
-// Fills model_path and port, turns the table cache off unless opts.cache_dir names one; fails the calling test (ADD_FAILURE) if it does not start.
+// Fills model_path and port, turns the table cache off unless opts.cache_dir names one; fails the
+// calling test (ADD_FAILURE) if it does not start.
 std::unique_ptr<TestServer> StartServer(ServerOptions opts);
 
 // Plain decoding (spec none) of `prompt` encoded with BOS: the text `goose generate` prints

@@ -8,8 +8,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <functional>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <memory>
 #include <string>
@@ -192,8 +192,8 @@ TEST(SynthTest, QuantizedDTypes) {
   }
   // Rows that are not a multiple of 256 fall back as llama.cpp does.
   SynthParams p = TinyLlama();  // n_embd 64, n_ff 96
-  for (const auto& [k, fallback] : {std::pair{DType::kQ4_K, DType::kQ5_0},
-                                    std::pair{DType::kQ6_K, DType::kQ8_0}}) {
+  for (const auto& [k, fallback] :
+       {std::pair{DType::kQ4_K, DType::kQ5_0}, std::pair{DType::kQ6_K, DType::kQ8_0}}) {
     p.dtype = k;
     const std::string path = TmpPath("synth_fallback.gguf");
     auto g = Synthesize(p, path);

@@ -19,8 +19,7 @@ TEST(PreTokenizerTest, Llama3GroupsDigitsByThree) {
   EXPECT_EQ(Split("llama-bpe", "333333333"), (Pieces{"333", "333", "333"}));
   EXPECT_EQ(Split("llama3", "3333"), (Pieces{"333", "3"}));
   // '½' is a number (No), so it is a digit group of its own and its space stays alone.
-  EXPECT_EQ(Split("llama-bpe", "ied 4 ½ months"),
-            (Pieces{"ied", " ", "4", " ", "½", " months"}));
+  EXPECT_EQ(Split("llama-bpe", "ied 4 ½ months"), (Pieces{"ied", " ", "4", " ", "½", " months"}));
 }
 
 TEST(PreTokenizerTest, Qwen2SplitsEveryDigit) {
@@ -113,55 +112,59 @@ TEST(PreTokenizerTest, Llama3HandDerivedSplits) {
 
 // Qwen2: the Llama 3 regex with \p{N} instead of \p{N}{1,3}.
 TEST(PreTokenizerTest, Qwen2HandDerivedSplits) {
-  ExpectSplits("qwen2", {
-      {"DON'T we'Ll", {"DON", "'T", " we", "'Ll"}},
-      {"1234 56", {"1", "2", "3", "4", " ", "5", "6"}},
-      {"abc123def", {"abc", "1", "2", "3", "def"}},
-      {"2024年", {"2", "0", "2", "4", "年"}},
-      {"\xD9\xA3\xD9\xA4", {"\xD9\xA3", "\xD9\xA4"}},  // Arabic-Indic digits are \p{N} too
-      {"(hello) world", {"(hello", ")", " world"}},
-      {"ok?!\n\nNext", {"ok", "?!\n\n", "Next"}},
-      {"a\n  ", {"a", "\n", "  "}},
-      {"   Hello  ", {"  ", " Hello", "  "}},
-      {"I " + kHeart + " " + kLlama + "s", {"I", " " + kHeart, " " + kLlama, "s"}},
-  });
+  ExpectSplits(
+      "qwen2",
+      {
+          {"DON'T we'Ll", {"DON", "'T", " we", "'Ll"}},
+          {"1234 56", {"1", "2", "3", "4", " ", "5", "6"}},
+          {"abc123def", {"abc", "1", "2", "3", "def"}},
+          {"2024年", {"2", "0", "2", "4", "年"}},
+          {"\xD9\xA3\xD9\xA4", {"\xD9\xA3", "\xD9\xA4"}},  // Arabic-Indic digits are \p{N} too
+          {"(hello) world", {"(hello", ")", " world"}},
+          {"ok?!\n\nNext", {"ok", "?!\n\n", "Next"}},
+          {"a\n  ", {"a", "\n", "  "}},
+          {"   Hello  ", {"  ", " Hello", "  "}},
+          {"I " + kHeart + " " + kLlama + "s", {"I", " " + kHeart, " " + kLlama, "s"}},
+      });
 }
 
 // GPT-2: 's|'t|'re|'ve|'m|'ll|'d | ?\p{L}+ | ?\p{N}+ | ?[^\s\p{L}\p{N}]+ | \s+(?!\S); whitespace
 // no alternative takes (a newline before a letter) is a piece of its own.
 TEST(PreTokenizerTest, Gpt2HandDerivedSplits) {
-  ExpectSplits("gpt-2", {
-      {"I'm they'll it's", {"I", "'m", " they", "'ll", " it", "'s"}},
-      {"HE'S we'Re", {"HE", "'", "S", " we", "'", "Re"}},  // case-sensitive contractions
-      {"'sup", {"'s", "up"}},
-      {"1234567 89", {"1234567", " 89"}},
-      {"abc123def", {"abc", "123", "def"}},
-      {"(hello) world", {"(", "hello", ")", " world"}},
-      {"a \t b", {"a", " \t", " b"}},
-      {"a\n\nb", {"a", "\n", "\n", "b"}},
-      {"ok?!\n\nNext", {"ok", "?!", "\n", "\n", "Next"}},
-      {"   Hello   ", {"  ", " Hello", "   "}},
-      {"Привет мир", {"Привет", " мир"}},
-      {"I " + kHeart + " " + kLlama + "s", {"I", " " + kHeart, " " + kLlama, "s"}},
-  });
+  ExpectSplits(
+      "gpt-2",
+      {
+          {"I'm they'll it's", {"I", "'m", " they", "'ll", " it", "'s"}},
+          {"HE'S we'Re", {"HE", "'", "S", " we", "'", "Re"}},  // case-sensitive contractions
+          {"'sup", {"'s", "up"}},
+          {"1234567 89", {"1234567", " 89"}},
+          {"abc123def", {"abc", "123", "def"}},
+          {"(hello) world", {"(", "hello", ")", " world"}},
+          {"a \t b", {"a", " \t", " b"}},
+          {"a\n\nb", {"a", "\n", "\n", "b"}},
+          {"ok?!\n\nNext", {"ok", "?!", "\n", "\n", "Next"}},
+          {"   Hello   ", {"  ", " Hello", "   "}},
+          {"Привет мир", {"Привет", " мир"}},
+          {"I " + kHeart + " " + kLlama + "s", {"I", " " + kHeart, " " + kLlama, "s"}},
+      });
 }
 
 // Default: [\p{P}\$\+<=>\^~\|]+, then GPT-2's regex, then \p{N}+, then [0-9][0-9][0-9], each on
 // the pieces of the one before. The first splits off punctuation, apostrophes included.
 TEST(PreTokenizerTest, DefaultHandDerivedSplits) {
   ExpectSplits("default", {
-      {"don't stop", {"don", "'", "t", " stop"}},
-      {"Hello, world!", {"Hello", ",", " world", "!"}},
-      {"1234567", {"123", "456", "7"}},
-      {" 12345", {" ", "123", "45"}},
-      {"$5+3=8", {"$", "5", "+", "3", "=", "8"}},
-      {"x<=y a...b", {"x", "<=", "y", " a", "...", "b"}},
-      {"snake_case-name", {"snake", "_", "case", "-", "name"}},
-      {"Hi!!  you", {"Hi", "!!", " ", " you"}},
-      {"a`b", {"a", "`", "b"}},  // ` is a symbol (Sk), not punctuation
-      {kLlama + "!", {kLlama, "!"}},
-      {"\xC2\xBD", {"\xC2\xBD"}},  // ½: \p{N} but no ASCII digits
-  });
+                              {"don't stop", {"don", "'", "t", " stop"}},
+                              {"Hello, world!", {"Hello", ",", " world", "!"}},
+                              {"1234567", {"123", "456", "7"}},
+                              {" 12345", {" ", "123", "45"}},
+                              {"$5+3=8", {"$", "5", "+", "3", "=", "8"}},
+                              {"x<=y a...b", {"x", "<=", "y", " a", "...", "b"}},
+                              {"snake_case-name", {"snake", "_", "case", "-", "name"}},
+                              {"Hi!!  you", {"Hi", "!!", " ", " you"}},
+                              {"a`b", {"a", "`", "b"}},  // ` is a symbol (Sk), not punctuation
+                              {kLlama + "!", {kLlama, "!"}},
+                              {"\xC2\xBD", {"\xC2\xBD"}},  // ½: \p{N} but no ASCII digits
+                          });
 }
 
 TEST(PreTokenizerTest, UnknownNameIsAnError) {
@@ -205,8 +208,8 @@ TEST_P(PreTokenizerVectorsTest, PiecesRebuildInputAndBoundTokenCount) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Vectors, PreTokenizerVectorsTest,
-                         ::testing::Values("llama-bpe", "qwen2", "gpt-2", "deepseek-llm",
-                                           "falcon", "starcoder"),
+                         ::testing::Values("llama-bpe", "qwen2", "gpt-2", "deepseek-llm", "falcon",
+                                           "starcoder"),
                          [](const auto& info) {
                            std::string n = info.param;
                            for (char& c : n) {

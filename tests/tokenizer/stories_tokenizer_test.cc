@@ -87,7 +87,8 @@ TEST(StreamDecoderTest, HoldsBackSplitCharacters) {
 TEST(StreamDecoderTest, ByteLevelTokensSplitCharacters) {
   auto t = Load(testing::VocabPath("gpt-2"));
   ASSERT_TRUE(t.tok);
-  const std::string text = " \xF0\x9F\xA6\x99 \xE1\x9E\x80\xE1\x9E\xB6 Cửa";  // " 🦙 កា Cửa"
+  const std::string text =
+      " \xF0\x9F\xA6\x99 \xE1\x9E\x80\xE1\x9E\xB6 Cửa";  // " 🦙 កា Cửa"
   const std::vector<int32_t> ids = t.tok->Encode(text, false);
   bool saw_partial = false;
   for (int32_t id : ids) {

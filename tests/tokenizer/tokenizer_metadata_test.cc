@@ -13,11 +13,12 @@ namespace {
 GgufWriter SpmWriter() {
   GgufWriter w;
   w.Set("tokenizer.ggml.model", GgufValue::String("llama"));
-  w.Set("tokenizer.ggml.tokens",
-        GgufValue::StringArray({"<unk>", "<s>", "</s>", "<0x0A>", "<0xC3>", "\xE2\x96\x81", "a",
-                                "b", "\xE2\x96\x81" "ab", "<|user|>", "ab"}));
-  w.Set("tokenizer.ggml.scores",
-        GgufValue::F32Array({0, 0, 0, 0, 0, -1, -2, -2, -0.5f, 0, -1.5f}));
+  w.Set("tokenizer.ggml.tokens", GgufValue::StringArray({"<unk>", "<s>", "</s>", "<0x0A>", "<0xC3>",
+                                                         "\xE2\x96\x81", "a", "b",
+                                                         "\xE2\x96\x81"
+                                                         "ab",
+                                                         "<|user|>", "ab"}));
+  w.Set("tokenizer.ggml.scores", GgufValue::F32Array({0, 0, 0, 0, 0, -1, -2, -2, -0.5f, 0, -1.5f}));
   w.Set("tokenizer.ggml.token_type", GgufValue::I32Array({2, 3, 3, 6, 6, 1, 1, 1, 1, 4, 1}));
   return w;
 }
@@ -91,8 +92,8 @@ TEST(TokenizerMetadataTest, SyntheticBpeVocab) {
   w.Set("tokenizer.ggml.model", GgufValue::String("gpt2"));
   w.Set("tokenizer.ggml.pre", GgufValue::String("gpt-2"));
   // "Ġ" is the byte-level spelling of ' '.
-  w.Set("tokenizer.ggml.tokens", GgufValue::StringArray({"h", "i", "\xC4\xA0", "hi",
-                                                         "\xC4\xA0hi", "<|endoftext|>"}));
+  w.Set("tokenizer.ggml.tokens",
+        GgufValue::StringArray({"h", "i", "\xC4\xA0", "hi", "\xC4\xA0hi", "<|endoftext|>"}));
   w.Set("tokenizer.ggml.token_type", GgufValue::I32Array({1, 1, 1, 1, 1, 3}));
   w.Set("tokenizer.ggml.merges", GgufValue::StringArray({"h i", "\xC4\xA0 hi"}));
   w.Set("tokenizer.ggml.eos_token_id", GgufValue::U32(5));

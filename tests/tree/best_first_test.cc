@@ -39,9 +39,9 @@ TEST(BestFirstTree, RespectsBudgetAndInvariantsOnRandomTables) {
     p.budget = 1 + static_cast<int>(rng.Below(100));
     p.max_depth = 1 + static_cast<int>(rng.Below(20));
     std::vector<double> values;
-    const DraftTree tree = BuildBestFirstTree(static_cast<int32_t>(rng.Below(40)),
-                                              static_cast<int32_t>(rng.Below(40)), spine, m,
-                                              table, p, &values);
+    const DraftTree tree =
+        BuildBestFirstTree(static_cast<int32_t>(rng.Below(40)), static_cast<int32_t>(rng.Below(40)),
+                           spine, m, table, p, &values);
     ASSERT_EQ(tree.CheckInvariants(), "") << "seed " << seed;
     ASSERT_LE(tree.size(), p.budget);
     ASSERT_EQ(values.size(), static_cast<size_t>(tree.size()));
@@ -175,9 +175,8 @@ TEST(BestFirstTree, SpineTokenIsNotDuplicatedAsBranch) {
   TransitionTable table(32, 10);
   FillFullTable(table);  // row t lists t+1, t+2, ...
   // Spine continues the anchor 5 with 6, which is also rank 0 of row 5.
-  const DraftTree tree =
-      BuildBestFirstTree(5, 4, std::vector<int32_t>{6, 7}, UniformModel(0.5, 0.4), table,
-                         BestFirstParams{});
+  const DraftTree tree = BuildBestFirstTree(5, 4, std::vector<int32_t>{6, 7},
+                                            UniformModel(0.5, 0.4), table, BestFirstParams{});
   ASSERT_EQ(tree.CheckInvariants(), "");
   int sixes = 0;
   for (int i = 1; i < tree.size(); ++i) sixes += tree.parents[i] == 0 && tree.tokens[i] == 6;

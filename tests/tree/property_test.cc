@@ -75,8 +75,8 @@ TEST(TreePropertyTest, BudgetsAndInvariantsOverSeeds) {
     gp.k = k;
     gp.max_depth = 1 + static_cast<int>(rng.Below(7));
     const bool consensus = rng.Below(4) == 0;
-    const Confidence c = MatchConfidence(static_cast<int>(std::min<size_t>(spine.size(), 20)),
-                                         consensus);
+    const Confidence c =
+        MatchConfidence(static_cast<int>(std::min<size_t>(spine.size(), 20)), consensus);
     const SpineEma ema(static_cast<int64_t>(rng.Below(1001)), 1000);
     const DraftTree goose = BuildSpineTree(anchor, prev, spine, c, ema, table, gp);
     const SpineTreePlan plan = PlanSpineTree(static_cast<int>(spine.size()), c, ema, gp);

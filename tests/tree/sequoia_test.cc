@@ -27,8 +27,8 @@ struct Node {
   int depth, children;
   double f;
 };
-double BruteForce(std::vector<Node>& nodes, const std::vector<double>& p, int budget,
-                  int max_depth, double value) {
+double BruteForce(std::vector<Node>& nodes, const std::vector<double>& p, int budget, int max_depth,
+                  double value) {
   double best = value;
   if (static_cast<int>(nodes.size()) >= budget) return best;
   const int n = static_cast<int>(nodes.size());
@@ -61,8 +61,8 @@ void CheckShape(const SequoiaShape& s, int budget, int max_depth, const std::vec
 }
 
 TEST(SequoiaDpTest, MatchesBruteForceOnSmallCases) {
-  std::vector<std::vector<double>> ps = {
-      {0.6, 0.2, 0.1}, {0.3, 0.3, 0.3}, {0.9}, {0.5, 0.4}, {0.1, 0.6, 0.2}, {0.0, 0.0}};
+  std::vector<std::vector<double>> ps = {{0.6, 0.2, 0.1}, {0.3, 0.3, 0.3}, {0.9},
+                                         {0.5, 0.4},      {0.1, 0.6, 0.2}, {0.0, 0.0}};
   SplitMix64 rng(7);
   for (int i = 0; i < 6; ++i) {
     std::vector<double> p(1 + rng.Below(3));
@@ -72,8 +72,8 @@ TEST(SequoiaDpTest, MatchesBruteForceOnSmallCases) {
   for (const auto& p : ps) {
     for (int budget = 1; budget <= 6; ++budget) {
       for (int depth = 0; depth <= 4; ++depth) {
-        SCOPED_TRACE(testing::Message() << "budget " << budget << " depth " << depth
-                                        << " p0 " << p[0]);
+        SCOPED_TRACE(testing::Message()
+                     << "budget " << budget << " depth " << depth << " p0 " << p[0]);
         const SequoiaShape s = SequoiaDp(p, budget, depth);
         std::vector<Node> nodes = {{0, 0, 1.0}};
         EXPECT_NEAR(s.expected_tokens, BruteForce(nodes, p, budget, depth, 1.0), 1e-12);

@@ -139,8 +139,7 @@ TEST(SpineTreeTest, SaturatedChainHas101Nodes) {
   tree_test::FillFullTable(table);
   std::vector<int32_t> spine(130);
   for (int i = 0; i < 130; ++i) spine[i] = (i * 37) % 512;
-  DraftTree t =
-      BuildSpineTree(1, 0, spine, Confidence{1, 1}, SpineEma(1, 2), table, GooseParams{});
+  DraftTree t = BuildSpineTree(1, 0, spine, Confidence{1, 1}, SpineEma(1, 2), table, GooseParams{});
   ASSERT_EQ(t.size(), 101);
   EXPECT_EQ(t.CheckInvariants(), "");
   for (int i = 1; i < 101; ++i) {
@@ -198,8 +197,8 @@ TEST(SpineTreeTest, NodeOrderSkipsAndAllocations) {
 TEST(SpineTreeTest, ExtensionWidthRule) {
   // No spine: root_share = 59. Every row has scores .5 .2 .1 .05 .05 .04 .03 .02 .005 .005.
   TransitionTable table(512, 10);
-  tree_test::FillFullTable(table, {0.5f, 0.2f, 0.1f, 0.05f, 0.05f, 0.04f, 0.03f, 0.02f, 0.005f,
-                                   0.005f});
+  tree_test::FillFullTable(table,
+                           {0.5f, 0.2f, 0.1f, 0.05f, 0.05f, 0.04f, 0.03f, 0.02f, 0.005f, 0.005f});
   DraftTree t = BuildSpineTree(7, 6, {}, Confidence{0, 1}, SpineEma(1, 2), table, GooseParams{});
   EXPECT_EQ(t.CheckInvariants(), "");
   ASSERT_EQ(t.size(), 60);
@@ -242,8 +241,8 @@ TEST(SpineTreeTest, BranchesAreKeyedOnTheBigram) {
 TEST(SpineTreeTest, EmptyTableGivesSpineOnly) {
   TransitionTable table(64, 10);
   const std::vector<int32_t> spine = {3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
-  DraftTree t = BuildSpineTree(1, 0, spine, MatchConfidence(10, false), SpineEma(1, 2), table,
-                               GooseParams{});
+  DraftTree t =
+      BuildSpineTree(1, 0, spine, MatchConfidence(10, false), SpineEma(1, 2), table, GooseParams{});
   EXPECT_EQ(t.size(), 11);
   EXPECT_EQ(t.CheckInvariants(), "");
 }

@@ -18,23 +18,25 @@ TEST(EscapeForMessageTest, PrintableAsciiAndUtf8StayAsTheyAre) {
 TEST(EscapeForMessageTest, InvalidUtf8BecomesHexBytes) {
   // The case from issue 18: a key name ending in 0xFF bytes.
   EXPECT_EQ(EscapeForMessage("tokenize\xff\xff"), "tokenize\\xFF\\xFF");
-  EXPECT_EQ(EscapeForMessage("\x80"), "\\x80");                  // stray continuation byte
-  EXPECT_EQ(EscapeForMessage("\xc0\xaf"), "\\xC0\\xAF");         // overlong '/'
+  EXPECT_EQ(EscapeForMessage("\x80"), "\\x80");                    // stray continuation byte
+  EXPECT_EQ(EscapeForMessage("\xc0\xaf"), "\\xC0\\xAF");           // overlong '/'
   EXPECT_EQ(EscapeForMessage("\xe0\x80\xaf"), "\\xE0\\x80\\xAF");  // overlong, 3 bytes
   EXPECT_EQ(EscapeForMessage("\xed\xa0\x80"), "\\xED\\xA0\\x80");  // a surrogate
   EXPECT_EQ(EscapeForMessage("\xf4\x90\x80\x80"), "\\xF4\\x90\\x80\\x80");  // > U+10FFFF
-  EXPECT_EQ(EscapeForMessage("a\xe2\x96"), "a\\xE2\\x96");       // truncated at the end
-  EXPECT_EQ(EscapeForMessage("\xe2\x96z"), "\\xE2\\x96z");       // truncated in the middle
+  EXPECT_EQ(EscapeForMessage("a\xe2\x96"), "a\\xE2\\x96");                  // truncated at the end
+  EXPECT_EQ(EscapeForMessage("\xe2\x96z"), "\\xE2\\x96z");  // truncated in the middle
 }
 
 TEST(EscapeForMessageTest, ControlsAndQuotesAreSpelledOut) {
   EXPECT_EQ(EscapeForMessage("a\nb\tc\rd"), "a\\nb\\tc\\rd");
   EXPECT_EQ(EscapeForMessage(std::string("\0\x1b[2J\x7f", 6)), "\\x00\\x1B[2J\\x7F");
   EXPECT_EQ(EscapeForMessage("it's \"x\" \\ y"), "it\\'s \\\"x\\\" \\\\ y");
-  EXPECT_EQ(EscapeForMessage("\xc2\x85"), "\\u{0085}");              // C1 NEL
-  EXPECT_EQ(EscapeForMessage("ab\xe2\x80\xae" "cd"), "ab\\u{202E}cd");  // RLO
-  EXPECT_EQ(EscapeForMessage("\xe2\x80\xa8"), "\\u{2028}");          // line separator
-  EXPECT_EQ(EscapeForMessage("\xe2\x81\xa6"), "\\u{2066}");          // LRI
+  EXPECT_EQ(EscapeForMessage("\xc2\x85"), "\\u{0085}");  // C1 NEL
+  EXPECT_EQ(EscapeForMessage("ab\xe2\x80\xae"
+                             "cd"),
+            "ab\\u{202E}cd");                                // RLO
+  EXPECT_EQ(EscapeForMessage("\xe2\x80\xa8"), "\\u{2028}");  // line separator
+  EXPECT_EQ(EscapeForMessage("\xe2\x81\xa6"), "\\u{2066}");  // LRI
 }
 
 TEST(EscapeForMessageTest, LongTextIsCutAtACharacterBoundary) {

@@ -37,7 +37,7 @@ TEST(Fp16Test, KnownValues) {
 }
 
 TEST(Fp16Test, F32ToF16RoundsToNearestEven) {
-  const float ulp1 = std::ldexp(1.0f, -10);  // f16 ulp at 1.0
+  const float ulp1 = std::ldexp(1.0f, -10);              // f16 ulp at 1.0
   EXPECT_EQ(F32ToF16(1.0f + ulp1 / 2), 0x3c00);          // tie -> even (down)
   EXPECT_EQ(F32ToF16(1.0f + 3 * ulp1 / 2), 0x3c02);      // tie -> even (up)
   EXPECT_EQ(F32ToF16(1.0f + ulp1 / 2 + 1e-7f), 0x3c01);  // above the tie
@@ -57,10 +57,10 @@ TEST(Fp16Test, F32ToF16RoundsToNearestEven) {
 TEST(Fp16Test, F32ToF16Subnormals) {
   const float tiny = std::ldexp(1.0f, -24);  // f16 subnormal step
   EXPECT_EQ(F32ToF16(tiny), 0x0001);
-  EXPECT_EQ(F32ToF16(tiny / 2), 0x0000);          // tie -> even (0)
+  EXPECT_EQ(F32ToF16(tiny / 2), 0x0000);            // tie -> even (0)
   EXPECT_EQ(F32ToF16(tiny / 2 * 1.0001f), 0x0001);  // just above half -> rounds up
-  EXPECT_EQ(F32ToF16(tiny * 1.5f), 0x0002);       // tie 1.5 -> even 2
-  EXPECT_EQ(F32ToF16(tiny * 2.5f), 0x0002);       // tie 2.5 -> even 2
+  EXPECT_EQ(F32ToF16(tiny * 1.5f), 0x0002);         // tie 1.5 -> even 2
+  EXPECT_EQ(F32ToF16(tiny * 2.5f), 0x0002);         // tie 2.5 -> even 2
   EXPECT_EQ(F32ToF16(tiny * 3.5f), 0x0004);
   EXPECT_EQ(F32ToF16(-tiny * 3.0f), 0x8003);
   EXPECT_EQ(F32ToF16(tiny / 4), 0x0000);
