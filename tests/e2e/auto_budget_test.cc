@@ -20,22 +20,6 @@
 namespace goose {
 namespace {
 
-std::vector<std::string> Variants() {
-  std::vector<std::string> out;
-  for (const std::string& v : AllVariants()) {
-    const auto ends_with = [&](std::string_view s) {
-      return v.size() >= s.size() && v.compare(v.size() - s.size(), s.size(), s) == 0;
-    };
-    SpecParams spec;
-    if (v == "none" || ends_with("+keep") || ends_with("+cold") ||
-        !ParseSpecVariant(v, &spec).ok() || MethodOf(spec).needs_draft_model()) {
-      continue;
-    }
-    out.push_back(v);
-  }
-  return out;
-}
-
 std::unique_ptr<Session> OpenSession(const std::vector<CostSample>& curve) {
   SessionOptions so;
   so.model_path = SharedPath("models/stories260K.gguf");
@@ -129,7 +113,8 @@ TEST_P(AutoBudgetTest, GentleCurveSpeculatesSteepCurveStepsAndBothArePlainDecodi
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Variants, AutoBudgetTest, testing::ValuesIn(Variants()), Name);
+INSTANTIATE_TEST_SUITE_P(Variants, AutoBudgetTest, testing::ValuesIn(AutoSweepVariants(false)),
+                         Name);
 
 }  // namespace
 }  // namespace goose

@@ -48,24 +48,6 @@ json SamplingFields(const SamplingParams& s) {
   return {{"temperature", s.temp}, {"top_k", s.top_k}, {"top_p", s.top_p}, {"seed", s.seed}};
 }
 
-// The registered variants but plain decoding and the table-lifetime forms; the draft-model ones
-// only with `with_draft`.
-std::vector<std::string> Variants(bool with_draft) {
-  std::vector<std::string> out;
-  for (const std::string& v : AllVariants()) {
-    const auto ends_with = [&](std::string_view s) {
-      return v.size() >= s.size() && v.compare(v.size() - s.size(), s.size(), s) == 0;
-    };
-    SpecParams spec;
-    if (v == "none" || ends_with("+keep") || ends_with("+cold") ||
-        !ParseSpecVariant(v, &spec).ok() || (MethodOf(spec).needs_draft_model() && !with_draft)) {
-      continue;
-    }
-    out.push_back(v);
-  }
-  return out;
-}
-
 // --budget auto on a made-up curve (ServerOptions::cost_curve), every request leaving the budget
 // to the server's default. Gentle: every variant drafts and has tokens accepted; steep: the
 // chooser answers with plain steps and own-sized trees are cut to the root.
@@ -102,7 +84,7 @@ TEST_P(ServerBudgetAutoSweep, EveryVariantAnswersPlainDecodingsText) {
   const Request requests[] = {{"I like cake. I like cake. I like cake. I like cake.", 0},
                               {"Tom had a big red ball. Tom had a big red ball. Tom had a", 11},
                               {kPrompt, 0}};
-  for (const std::string& variant : Variants(with_draft)) {
+  for (const std::string& variant : AutoSweepVariants(with_draft)) {
     SpecParams parsed;
     ASSERT_TRUE(ParseSpecVariant(variant, &parsed).ok());
     const bool own_sizes = MethodOf(parsed).SizesOwnTrees(parsed);
