@@ -3,6 +3,7 @@
 // plain decoding's tokens too. So every lossless case also asks for a least number of accepted
 // draft tokens, by source where a method drafts from several (GOOSE's spine and branches,
 // graft's draft model and retrieval), and fails when speculation silently stopped.
+// SweepVariants: the variants the sweeps run.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -11,8 +12,10 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "method/method.h"
 #include "tree/draft_tree.h"
 #include "verify/spec_stats.h"
 
@@ -96,6 +99,25 @@ inline testing::AssertionResult MeetsFloors(const SpecStats& s, int64_t generate
   return testing::AssertionFailure()
          << "speculation fell short of its floor over " << generated << " tokens (" << short_of
          << "); accepted / drafted: " << AcceptedBySource(s);
+}
+
+// What the sweeps run: every registered variant but plain decoding and the table-lifetime forms
+// (+keep / +cold change when the table starts over, not what a tree node computes); the
+// draft-model ones only `with_draft`.
+inline std::vector<std::string> SweepVariants(bool with_draft) {
+  std::vector<std::string> out;
+  for (const std::string& v : AllVariants()) {
+    const auto ends_with = [&](std::string_view s) {
+      return v.size() >= s.size() && v.compare(v.size() - s.size(), s.size(), s) == 0;
+    };
+    SpecParams spec;
+    if (v == "none" || ends_with("+keep") || ends_with("+cold") ||
+        !ParseSpecVariant(v, &spec).ok() || (MethodOf(spec).needs_draft_model() && !with_draft)) {
+      continue;
+    }
+    out.push_back(v);
+  }
+  return out;
 }
 
 }  // namespace goose

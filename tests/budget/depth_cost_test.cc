@@ -30,14 +30,21 @@ std::vector<CostSample> Flat() {
   return {{1, 10e-3}, {2, 10.5e-3}, {4, 11e-3}, {8, 12e-3}, {16, 20e-3}, {32, 40e-3}};
 }
 
+// `policy` on the Flat curve, learning pass costs, with slopes measured 256 and 1024 tokens
+// deep; returns the slopes.
+DepthCost SetUpDeep(BudgetPolicy* policy) {
+  policy->SetCostCurve(Flat());
+  policy->LearnPassCosts({});
+  const DepthCost d = DepthCostFrom(256, 1024, 10e-3, 12e-3, 16, 20e-3, 36e-3);
+  policy->SetDepthCost(d);
+  return d;
+}
+
 // A tree sizing itself on the curve (tuned GOOSE) gets the curve of its depth: at 3000 tokens a
 // 16-node pass costs what the slopes add, and the plan moves with the depth in steps.
 TEST(DepthCost, AutoPlansOnTheCurveOfTheRequestsDepth) {
   BudgetPolicy policy;
-  policy.SetCostCurve(Flat());
-  policy.LearnPassCosts({});
-  const DepthCost d = DepthCostFrom(256, 1024, 10e-3, 12e-3, 16, 20e-3, 36e-3);
-  policy.SetDepthCost(d);
+  const DepthCost d = SetUpDeep(&policy);
   BudgetRequest r;
   r.variant = "goose";
   r.auto_budget = r.own_sizes = true;
@@ -72,10 +79,7 @@ TEST(DepthCost, AutoPlansOnTheCurveOfTheRequestsDepth) {
 // comes off first, so a run deep in a long prompt does not make shallow passes look dear.
 TEST(DepthCost, DeepPassesCorrectTheCurveAtItsDepth) {
   BudgetPolicy policy;
-  policy.SetCostCurve(Flat());
-  policy.LearnPassCosts({});
-  const DepthCost d = DepthCostFrom(256, 1024, 10e-3, 12e-3, 16, 20e-3, 36e-3);
-  policy.SetDepthCost(d);
+  const DepthCost d = SetUpDeep(&policy);
   for (int i = 0; i < 8; ++i) policy.RecordPass(16, 30e-3 + d.Extra(16, 3000), d.Extra(16, 3000));
   for (const CostSample& c : policy.CostCurve()) {
     if (c.nodes == 16) {

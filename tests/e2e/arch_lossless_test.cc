@@ -14,7 +14,6 @@
 #include <memory>
 #include <ostream>
 #include <string>
-#include <string_view>
 #include <tuple>
 #include <vector>
 
@@ -25,24 +24,6 @@
 namespace goose {
 namespace {
 
-// The methods under test: every registered variant but plain decoding and the table-lifetime
-// ones (+keep / +cold change when the table starts over, not what a tree node computes) and
-// those that need a draft model.
-std::vector<std::string> Variants() {
-  std::vector<std::string> out;
-  for (const std::string& v : AllVariants()) {
-    const auto ends_with = [&](std::string_view s) {
-      return v.size() >= s.size() && v.compare(v.size() - s.size(), s.size(), s) == 0;
-    };
-    SpecParams spec;
-    if (v == "none" || ends_with("+keep") || ends_with("+cold") ||
-        !ParseSpecVariant(v, &spec).ok() || MethodOf(spec).needs_draft_model()) {
-      continue;  // (the draft-model methods run in lossless_test with a weak tiny drafter)
-    }
-    out.push_back(v);
-  }
-  return out;
-}
 constexpr const char* kArchs[] = {"qwen3", "gemma2", "gemma3", "phi3"};
 constexpr int kWindow = 64;  // the reference gemmas' sliding window
 
@@ -165,7 +146,7 @@ TEST_P(ArchLosslessTest, SpeculativeEqualsPlain) {
 std::vector<Case> AllCases() {
   std::vector<Case> cases;
   for (const char* arch : kArchs) {
-    for (const std::string& variant : Variants()) {
+    for (const std::string& variant : SweepVariants(false)) {
       for (bool sampled : {false, true}) cases.push_back({arch, variant, sampled});
     }
   }

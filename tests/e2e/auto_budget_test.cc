@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "cost_curves.h"
@@ -113,8 +112,7 @@ TEST_P(AutoBudgetTest, GentleCurveSpeculatesSteepCurveStepsAndBothArePlainDecodi
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Variants, AutoBudgetTest, testing::ValuesIn(AutoSweepVariants(false)),
-                         Name);
+INSTANTIATE_TEST_SUITE_P(Variants, AutoBudgetTest, testing::ValuesIn(SweepVariants(false)), Name);
 
 }  // namespace
 }  // namespace goose

@@ -103,22 +103,26 @@ TEST(Engine, AutoCurveFollowsTheTimedPasses) {
   EXPECT_GE(matched, 1);
 }
 
-// A synthesized llama (random weights, seed 4) whose greedy text ends with its end-of-sequence
-// token after 62 tokens: the tiny model never emits one (not in 400 tokens of any prompt tried),
-// so it cannot show a stop.
-std::unique_ptr<Model> ModelThatStops() {
+// A small synthesized llama (64 wide, one layer) with random weights from `seed`, written to
+// `path`; null (and a failure) if it cannot be written or loaded.
+std::unique_ptr<Model> SmallSynthLlama(uint64_t seed, const std::string& path) {
   SynthParams sp;
   sp.n_embd = 64;
   sp.n_layer = 1;
   sp.n_head = 4;
   sp.n_head_kv = 4;
   sp.n_ff = 128;
-  sp.seed = 4;
-  const std::string path = ProcessTempPath("engine_eos.gguf");
+  sp.seed = seed;
   EXPECT_TRUE(SynthesizeModel(sp, path).ok());
   auto m = Model::Load(path);
   EXPECT_TRUE(m.ok()) << m.status().message();
   return m.ok() ? std::move(m).value() : nullptr;
+}
+
+// Seed 4's greedy text ends with its end-of-sequence token after 62 tokens: the tiny model
+// never emits one (not in 400 tokens of any prompt tried), so it cannot show a stop.
+std::unique_ptr<Model> ModelThatStops() {
+  return SmallSynthLlama(4, ProcessTempPath("engine_eos.gguf"));
 }
 
 TEST(Engine, StopsAtEndOfSequenceUnlessIgnored) {
@@ -287,18 +291,8 @@ TEST(Engine, SavedTableLoadsOnlyIntoTheSameModel) {
   std::filesystem::create_directories(dir);
   std::vector<std::unique_ptr<Model>> models;
   for (uint64_t seed : {1, 2}) {
-    SynthParams sp;
-    sp.n_embd = 64;
-    sp.n_layer = 1;
-    sp.n_head = 4;
-    sp.n_head_kv = 4;
-    sp.n_ff = 128;
-    sp.seed = seed;
-    const std::string path = dir + "/m" + std::to_string(seed) + ".gguf";
-    ASSERT_TRUE(SynthesizeModel(sp, path).ok());
-    auto m = Model::Load(path);
-    ASSERT_TRUE(m.ok()) << m.status().message();
-    models.push_back(std::move(m).value());
+    models.push_back(SmallSynthLlama(seed, dir + "/m" + std::to_string(seed) + ".gguf"));
+    ASSERT_NE(models.back(), nullptr);
   }
   ThreadPool pool(1);
   Engine a(*models[0], 256, &pool), b(*models[1], 256, &pool), a2(*models[0], 256, &pool);

@@ -83,11 +83,8 @@ class HostileClientTest : public ::testing::Test {
         ServeBinary(),
         {"-m", TinyModelPath(), "--port", "0", "--parallel", "2", "-t", "1", "-c", "8192",
          "--budget", "0", "--no-table-cache", "--timeout", std::to_string(kTimeoutSeconds)});
-    std::string line;
-    ASSERT_TRUE(server_->WaitFor("listening on", &line)) << server_->output();
-    port_ = PortFrom(line);
-    ASSERT_GT(port_, 0) << line;
-    ASSERT_TRUE(server_->WaitFor("ready")) << server_->output();
+    port_ = server_->WaitReady();
+    ASSERT_GT(port_, 0) << server_->output();
   }
 
   // The server is alive, answers a valid completion within kAnswerSeconds, with plain

@@ -265,6 +265,13 @@ bool ServeProcess::WaitFor(const std::string& what, std::string* line) {
   }
 }
 
+int ServeProcess::WaitReady() {
+  std::string line;
+  if (!WaitFor("listening on", &line)) return -1;
+  const int port = PortFrom(line);
+  return port > 0 && WaitFor("ready") ? port : -1;
+}
+
 int ServeProcess::Signal(int sig) { return kill(pid_, sig); }
 
 int ServeProcess::Wait() {

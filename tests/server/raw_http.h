@@ -69,6 +69,8 @@ class ServeProcess {
   ~ServeProcess();
   std::string Line();  // the next stderr line ("" at end of output)
   bool WaitFor(const std::string& what, std::string* line = nullptr);
+  // The port, once the server said "listening on" it and then "ready"; -1 if it never did.
+  int WaitReady();
   int Signal(int sig);
   int Wait();    // exit status, -1 if not a normal exit
   bool Alive();  // not exited (nor killed by a signal); reaps it if it has

@@ -42,11 +42,8 @@ TEST(ServeCli, AnswersAndStopsOnSignalsWithExitZero) {
     ServeProcess p(GooseBinary(),
                    {"-m", TinyModelPath(), "--port", "0", "--parallel", "2", "-t", "1"});
     ASSERT_GT(p.pid(), 0);
-    std::string line;
-    ASSERT_TRUE(p.WaitFor("listening on", &line)) << p.output();
-    const int port = PortFrom(line);
-    ASSERT_GT(port, 0) << line;
-    ASSERT_TRUE(p.WaitFor("ready")) << p.output();
+    const int port = p.WaitReady();
+    ASSERT_GT(port, 0) << p.output();
     httplib::Client c("127.0.0.1", port);
     c.set_read_timeout(120, 0);
     auto r = c.Post("/v1/completions", R"({"prompt": "Once upon a time", "max_tokens": 24})",
@@ -75,11 +72,8 @@ TEST(ServeCli, ASecondSignalCancelsWhatTheFirstLetFinish) {
                  {"-m", TinyModelPath(), "--port", "0", "--parallel", "1", "-t", "1", "-c", "8192",
                   "--spec", "none", "--no-table-cache", "--shutdown-grace", "3600"});
   ASSERT_GT(p.pid(), 0);
-  std::string line;
-  ASSERT_TRUE(p.WaitFor("listening on", &line)) << p.output();
-  const int port = PortFrom(line);
-  ASSERT_GT(port, 0) << line;
-  ASSERT_TRUE(p.WaitFor("ready")) << p.output();
+  const int port = p.WaitReady();
+  ASSERT_GT(port, 0) << p.output();
   std::atomic<bool> answered{false};
   int status = 0;
   std::string body;

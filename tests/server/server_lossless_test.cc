@@ -12,7 +12,6 @@
 #include <cstdio>
 #include <mutex>
 #include <string>
-#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -21,6 +20,7 @@
 #include "engine/engine.h"
 #include "server/utf8.h"
 #include "server_test_util.h"
+#include "spec_floor.h"
 #include "test_temp.h"
 
 namespace goose::server {
@@ -84,7 +84,7 @@ TEST_P(ServerBudgetAutoSweep, EveryVariantAnswersPlainDecodingsText) {
   const Request requests[] = {{"I like cake. I like cake. I like cake. I like cake.", 0},
                               {"Tom had a big red ball. Tom had a big red ball. Tom had a", 11},
                               {kPrompt, 0}};
-  for (const std::string& variant : AutoSweepVariants(with_draft)) {
+  for (const std::string& variant : SweepVariants(with_draft)) {
     SpecParams parsed;
     ASSERT_TRUE(ParseSpecVariant(variant, &parsed).ok());
     const bool own_sizes = MethodOf(parsed).SizesOwnTrees(parsed);
