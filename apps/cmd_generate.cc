@@ -302,6 +302,10 @@ void PrintSummary(const GenerateFlags& f, size_t n_prompt, const GenerateResult&
     std::fprintf(stderr, "draft model: %.2f passes/cycle, %.2f ms/cycle, %.1f%% of decode time\n",
                  r.stats.draft_passes / n, 1e3 * r.stats.draft_seconds / n,
                  r.decode_seconds > 0 ? 100 * r.stats.draft_seconds / r.decode_seconds : 0.0);
+  } else if (!f.model_draft.empty()) {
+    // Said, so that a user who gave -md does not wonder where its figures went.
+    std::fprintf(stderr, "draft model: not run (%s)\n",
+                 f.budget.empty() || f.budget == "auto" ? "--budget auto found no tree it pays for" : "no cycle drafted");
   }
   if (r.hit_context_limit) {
     std::fprintf(stderr, "goose: note: stopped at the context limit of %d tokens (raise -c)\n",
