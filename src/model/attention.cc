@@ -1,6 +1,6 @@
 // A pass's attention, one task at a time. Why the rows equal the sequential pass's: see
 // attention.h and context.cc. Per query the keys and values go in increasing order through the
-// same Dot / SoftCap / Softmax / Axpy operations whatever the task's shape; tiling the committed
+// same Dot / SoftCap / Softmax / Axpy operations whatever the task's shape; tiling the contiguous
 // keys only decides which query visits a tile first (each key's score is its own dot product,
 // each value is added in key order).
 #include "model/attention.h"
@@ -53,11 +53,14 @@ class HeadTask {
                 static_cast<size_t>(g) * c.head_dim) {}
 
   void Run() {
-    int first = s_.n_past;  // the block's first visible committed key
-    for (int i = i0_; i < i1_; ++i) first = std::min(first, FirstKey(i));
-    ScoreCommitted(first);
+    int first = s_.n_past, end = 0;  // the block's contiguous keys: [first, end)
+    for (int i = i0_; i < i1_; ++i) {
+      first = std::min(first, FirstKey(i));
+      end = std::max(end, KeysEnd(i));
+    }
+    ScoreContiguous(first, end);
     ScoreAncestorsAndNormalize();
-    AccumulateCommitted(first);
+    AccumulateContiguous(first, end);
     AccumulateAncestors();
   }
 
@@ -72,11 +75,13 @@ class HeadTask {
   float* Output(int m) const { return out_ + head_offset(m); }
   float* Scores(int m) const { return scores_ + static_cast<size_t>(m) * width_; }
   int Depth(int i) const { return s_.depth[s_.base + i]; }
-  // The keys query i sees: committed positions [FirstKey(i), n_past), then its ancestors from
-  // depth FirstAncestor(i) on (with a window of w, the positions > p - w for the query's
-  // position p = n_past + depth; without one, all of them).
+  // The keys query i sees: the contiguous cache rows [FirstKey(i), KeysEnd(i)), then (unless
+  // the pending nodes are a chain, whose ancestors are those rows' continuation) its ancestors
+  // from depth FirstAncestor(i) on. With a window of w, only the positions > p - w for the
+  // query's position p = n_past + depth; without one, all of them.
+  int KeysEnd(int i) const { return s_.chain ? s_.n_past + Depth(i) + 1 : s_.n_past; }
   int FirstKey(int i) const {
-    return window_ == 0 ? 0 : std::clamp(s_.n_past + Depth(i) - window_ + 1, 0, s_.n_past);
+    return window_ == 0 ? 0 : std::clamp(s_.n_past + Depth(i) - window_ + 1, 0, KeysEnd(i));
   }
   int FirstAncestor(int i) const { return window_ == 0 ? 0 : std::max(0, Depth(i) + 1 - window_); }
   // Query i's pending ancestors and itself, root first, as rows of `head` (depth order is
@@ -89,30 +94,33 @@ class HeadTask {
     return n_anc;
   }
 
-  // Scores of the committed keys, a tile at a time (each K row loaded once per tile).
-  void ScoreCommitted(int first) const {
-    for (int j0 = first; j0 < s_.n_past; j0 += kKeyTile) {
-      const int j1 = std::min(j0 + kKeyTile, s_.n_past);
+  // Scores of the contiguous keys, a tile at a time (each K row loaded once per tile).
+  void ScoreContiguous(int first, int end) const {
+    for (int j0 = first; j0 < end; j0 += kKeyTile) {
+      const int j1 = std::min(j0 + kKeyTile, end);
       for (int m = 0; m < rows(); ++m) {
         const int j = std::max(j0, FirstKey(query_of(m)));
-        if (j >= j1) continue;
-        DotBatch(Query(m), k_head_ + static_cast<size_t>(j) * kv_dim_, kv_dim_, j1 - j, c_.head_dim,
+        const int e = std::min(j1, KeysEnd(query_of(m)));
+        if (j >= e) continue;
+        DotBatch(Query(m), k_head_ + static_cast<size_t>(j) * kv_dim_, kv_dim_, e - j, c_.head_dim,
                  c_.attn_scale, Scores(m) + j);
       }
     }
   }
 
-  // Scores of the ancestors (after the committed ones in each row), then soft-cap and softmax
+  // Scores of the ancestors (after the contiguous ones in each row), then soft-cap and softmax
   // over exactly the visible keys; the outputs start at zero.
   void ScoreAncestorsAndNormalize() const {
     for (int i = i0_; i < i1_; ++i) {
       const int skip = FirstAncestor(i);
-      const int n_anc = Ancestors(i, k_head_) - skip;
+      const int n_anc = s_.chain ? 0 : Ancestors(i, k_head_) - skip;
       const int fk = FirstKey(i);
-      const int n_keys = s_.n_past - fk + n_anc;
+      const int n_keys = KeysEnd(i) - fk + n_anc;
       for (int m = (i - i0_) * group_; m < (i - i0_ + 1) * group_; ++m) {
         float* sc = Scores(m);
-        DotGather(Query(m), anc_ + skip, n_anc, c_.head_dim, c_.attn_scale, sc + s_.n_past);
+        if (n_anc > 0) {
+          DotGather(Query(m), anc_ + skip, n_anc, c_.head_dim, c_.attn_scale, sc + s_.n_past);
+        }
         if (c_.attn_softcap > 0) SoftCap(sc + fk, n_keys, c_.attn_softcap);
         Softmax(sc + fk, n_keys);
         std::fill(Output(m), Output(m) + c_.head_dim, 0.0f);
@@ -120,19 +128,21 @@ class HeadTask {
     }
   }
 
-  void AccumulateCommitted(int first) const {
-    for (int j0 = first; j0 < s_.n_past; j0 += kKeyTile) {
-      const int j1 = std::min(j0 + kKeyTile, s_.n_past);
+  void AccumulateContiguous(int first, int end) const {
+    for (int j0 = first; j0 < end; j0 += kKeyTile) {
+      const int j1 = std::min(j0 + kKeyTile, end);
       for (int m = 0; m < rows(); ++m) {
         const int j = std::max(j0, FirstKey(query_of(m)));
-        if (j >= j1) continue;
-        AxpyRows(Scores(m) + j, v_head_ + static_cast<size_t>(j) * kv_dim_, kv_dim_, j1 - j,
+        const int e = std::min(j1, KeysEnd(query_of(m)));
+        if (j >= e) continue;
+        AxpyRows(Scores(m) + j, v_head_ + static_cast<size_t>(j) * kv_dim_, kv_dim_, e - j,
                  c_.head_dim, Output(m));
       }
     }
   }
 
   void AccumulateAncestors() const {
+    if (s_.chain) return;
     for (int i = i0_; i < i1_; ++i) {
       const int skip = FirstAncestor(i);
       const int n_anc = Ancestors(i, v_head_) - skip;

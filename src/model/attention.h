@@ -31,6 +31,9 @@ struct AttentionSequence {
   int base = 0;    // pending nodes of earlier passes; its row i is pending node base + i
   int n = 0;       // its rows in this pass
   int row0 = 0;    // ... which are the pass's rows [row0, row0 + n)
+  // Its pending nodes [0, base + n) form one chain (a prompt's prefill, a verified chain): a
+  // row's ancestors are then the cache rows right after the committed ones, read as one run.
+  bool chain = false;
 };
 
 class PassAttention {

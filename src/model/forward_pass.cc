@@ -389,7 +389,7 @@ void BatchPass::Plan(std::span<const SequenceRows> seqs) {
     p.seqs.push_back(
         {&ctx, &st, seqs[s].tokens, rows, n, base, ctx.n_past_, chain, n_logits, ctx.n_logits()});
     p.attn_seqs.push_back({st.k_cache, st.v_cache, st.kv_type, st.layer_stride, st.parents.data(),
-                           st.depth.data(), ctx.n_past_, base, n, rows});
+                           st.depth.data(), ctx.n_past_, base, n, rows, chain});
     p.row_seq.insert(p.row_seq.end(), n, static_cast<int32_t>(s));
     rows += n;
     n_logits += static_cast<size_t>(n) * ctx.n_logits();

@@ -45,6 +45,24 @@ TEST_P(ArchTreeTest, TreeEqualsSequentialPrefixesLongerThanTheWindow) {
   CheckTreesEqualSequential(m, 2, /*seed=*/34, /*n_trees=*/2, 60, 150);
 }
 
+// A prefill longer than the window, on 2 threads: a chain reads its ancestors as one run of the
+// cache (attention.h), and each row's window edge moves with it.
+TEST_P(ArchTreeTest, ChainLongerThanTheWindowEqualsTokenByToken) {
+  const Model& m = RefModel(GetParam());
+  const int n_vocab = m.config().n_vocab;
+  SplitMix64 rng(40);
+  const std::vector<int32_t> tokens = RandomTokens(rng, 150, n_vocab);
+  ThreadPool pool(2);
+  Context chain(m, 256, &pool), single(m, 256, nullptr);
+  ASSERT_TRUE(chain.ForwardChain(tokens).ok());
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    ASSERT_TRUE(single.ForwardChain({&tokens[i], 1}).ok());
+    single.KeepAll();
+    ExpectBitwiseEqual(chain.logits(static_cast<int>(i)), single.logits(0), n_vocab,
+                       "chain row " + std::to_string(i));
+  }
+}
+
 TEST_P(ArchTreeTest, KeepPathAndTruncateContinueBitwise) {
   const Model& m = RefModel(GetParam());
   CheckKeepPathContinuation(m, 2, /*seed=*/35, /*n_trials=*/3);
