@@ -150,6 +150,13 @@ struct Kernels {
   void (*axpy_rows_f16)(const float*, const uint16_t*, int64_t, int, int, float*);
   void (*dot_gather_f16)(const float*, const uint16_t* const*, int, int, float, float*);
   void (*axpy_gather_f16)(const float*, const uint16_t* const*, int, int, float*);
+  void (*dot_batch2)(const float*, const float*, const float*, int64_t, int, int, float, float*,
+                     float*);
+  void (*dot_batch2_f16)(const float*, const float*, const uint16_t*, int64_t, int, int, float,
+                         float*, float*);
+  void (*axpy_rows2)(const float*, const float*, const float*, int64_t, int, int, float*, float*);
+  void (*axpy_rows2_f16)(const float*, const float*, const uint16_t*, int64_t, int, int, float*,
+                         float*);
   void (*to_f16)(const float*, int, uint16_t*);
   void (*softmax)(float*, int);
   void (*swiglu)(const float*, const float*, int, float*);
@@ -165,6 +172,7 @@ struct Kernels {
   Kernels {                                                                                    \
     ns::Dot, ns::DotRowsTokens, ns::Axpy, ns::DotBatch, ns::AxpyRows, ns::DotGather,           \
         ns::AxpyGather, ns::DotBatchF16, ns::AxpyRowsF16, ns::DotGatherF16, ns::AxpyGatherF16, \
+        ns::DotBatch2, ns::DotBatch2F16, ns::AxpyRows2, ns::AxpyRows2F16,                      \
         ns::ToF16, ns::Softmax, ns::SwiGlu, ns::GeluGlu, ns::SoftCap, ns::ConvertF16,          \
         ns::ConvertBF16, ns::DequantQ8_0, ns::FirstAbove                                       \
   }
@@ -376,6 +384,26 @@ void DotGather(const float* q, const uint16_t* const* keys, int n_keys, int n, f
 
 void AxpyGather(const float* w, const uint16_t* const* rows, int n_rows, int n, float* out) {
   Active().axpy_gather_f16(w, rows, n_rows, n, out);
+}
+
+void DotBatch2(const float* q0, const float* q1, const float* keys, int64_t stride, int n_keys,
+               int n, float scale, float* out0, float* out1) {
+  Active().dot_batch2(q0, q1, keys, stride, n_keys, n, scale, out0, out1);
+}
+
+void DotBatch2(const float* q0, const float* q1, const uint16_t* keys, int64_t stride, int n_keys,
+               int n, float scale, float* out0, float* out1) {
+  Active().dot_batch2_f16(q0, q1, keys, stride, n_keys, n, scale, out0, out1);
+}
+
+void AxpyRows2(const float* w0, const float* w1, const float* rows, int64_t stride, int n_rows,
+               int n, float* out0, float* out1) {
+  Active().axpy_rows2(w0, w1, rows, stride, n_rows, n, out0, out1);
+}
+
+void AxpyRows2(const float* w0, const float* w1, const uint16_t* rows, int64_t stride, int n_rows,
+               int n, float* out0, float* out1) {
+  Active().axpy_rows2_f16(w0, w1, rows, stride, n_rows, n, out0, out1);
 }
 
 void ConvertToF16(const float* x, int n, uint16_t* out) { Active().to_f16(x, n, out); }

@@ -113,6 +113,17 @@ void AxpyRows(const float* w, const uint16_t* rows, int64_t stride, int n_rows, 
 void DotGather(const float* q, const uint16_t* const* keys, int n_keys, int n, float scale,
                float* out);
 void AxpyGather(const float* w, const uint16_t* const* rows, int n_rows, int n, float* out);
+// DotBatch and AxpyRows for two heads of a KV group reading the same keys and values: each
+// output exactly the one-head call's (out0 with q0 or w0, out1 with q1 or w1), each row loaded
+// once for both.
+void DotBatch2(const float* q0, const float* q1, const float* keys, int64_t stride, int n_keys,
+               int n, float scale, float* out0, float* out1);
+void DotBatch2(const float* q0, const float* q1, const uint16_t* keys, int64_t stride, int n_keys,
+               int n, float scale, float* out0, float* out1);
+void AxpyRows2(const float* w0, const float* w1, const float* rows, int64_t stride, int n_rows,
+               int n, float* out0, float* out1);
+void AxpyRows2(const float* w0, const float* w1, const uint16_t* rows, int64_t stride, int n_rows,
+               int n, float* out0, float* out1);
 // out[i] = x[i] rounded to the nearest f16, ties to even (util/fp16.h F32ToF16): the same bits
 // on every level.
 void ConvertToF16(const float* x, int n, uint16_t* out);

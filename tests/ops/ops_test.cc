@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <string>
+#include <type_traits>
 #include <vector>
 
 #include "ops/cpu_features.h"
@@ -334,6 +336,54 @@ TEST(OpsTest, AttentionHelpersEqualPerRowCalls) {
         AxpyRows(w.data(), rows.data(), stride, n_rows, n, acc1.data());
         EXPECT_EQ(std::memcmp(acc1.data(), acc2.data(), n * 4), 0)
             << "level " << level << " n " << n << " rows " << n_rows;
+      }
+    }
+  }
+}
+
+// The two-head helpers (two heads of a KV group sharing each key load) give each head exactly
+// the one-head call's bits, f32 and f16 rows, head widths with and without the fast path, key
+// counts around multiples of 8 (tails), on every CPU level.
+template <class T>
+void ExpectTwoHeadsEqualOneEach(SplitMix64& rng, int level, int n, int n_rows) {
+  const int stride = n + 8;
+  const auto q0 = RandomVec(rng, n), q1 = RandomVec(rng, n);
+  const auto w0 = RandomVec(rng, n_rows), w1 = RandomVec(rng, n_rows);
+  const auto rows32 = RandomVec(rng, n_rows * stride);
+  std::vector<T> rows(rows32.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if constexpr (std::is_same_v<T, uint16_t>) {
+      rows[i] = F32ToF16(rows32[i]);
+    } else {
+      rows[i] = rows32[i];
+    }
+  }
+  std::vector<float> s0(n_rows), s1(n_rows), r0(n_rows), r1(n_rows);
+  DotBatch2(q0.data(), q1.data(), rows.data(), stride, n_rows, n, 0.25f, s0.data(), s1.data());
+  DotBatch(q0.data(), rows.data(), stride, n_rows, n, 0.25f, r0.data());
+  DotBatch(q1.data(), rows.data(), stride, n_rows, n, 0.25f, r1.data());
+  std::vector<float> a0(n, 0.5f), a1(n, -0.5f), b0 = a0, b1 = a1;
+  AxpyRows2(w0.data(), w1.data(), rows.data(), stride, n_rows, n, a0.data(), a1.data());
+  AxpyRows(w0.data(), rows.data(), stride, n_rows, n, b0.data());
+  AxpyRows(w1.data(), rows.data(), stride, n_rows, n, b1.data());
+  const std::string at = std::string(sizeof(T) == 2 ? "f16" : "f32") + " level " +
+                         std::to_string(level) + " n " + std::to_string(n) + " rows " +
+                         std::to_string(n_rows);
+  EXPECT_EQ(std::memcmp(s0.data(), r0.data(), n_rows * 4), 0) << at;
+  EXPECT_EQ(std::memcmp(s1.data(), r1.data(), n_rows * 4), 0) << at;
+  EXPECT_EQ(std::memcmp(a0.data(), b0.data(), n * 4), 0) << at;
+  EXPECT_EQ(std::memcmp(a1.data(), b1.data(), n * 4), 0) << at;
+}
+
+TEST(OpsTest, TwoHeadHelpersEqualOneHeadCalls) {
+  LevelGuard guard;
+  SplitMix64 rng(23);
+  for (int level = 0; level <= static_cast<int>(DetectCpuLevel()); ++level) {
+    SetCpuLevelCap(static_cast<CpuLevel>(level));
+    for (int n : {8, 16, 24, 64, 128}) {
+      for (int n_rows : {1, 2, 7, 8, 9, 16, 37}) {
+        ExpectTwoHeadsEqualOneEach<float>(rng, level, n, n_rows);
+        ExpectTwoHeadsEqualOneEach<uint16_t>(rng, level, n, n_rows);
       }
     }
   }
