@@ -96,7 +96,8 @@ class HeadTask {
 
   // Asks for the rows [j0, j1) of a head's cache while the tile before them is computed: a
   // head's rows are kv_dim apart, and the hardware prefetchers lose such a stream at every page
-  // (measured: a one-token pass at 3,000 tokens 10% faster, an 8-node tree 15%).
+  // (measured 3,000 tokens deep with 8 KV heads of 64: a one-token pass 10% faster, an 8-node
+  // tree 15%).
   void Prefetch(const T* head, int j0, int j1) const {
     constexpr size_t kLine = 64;
     const size_t bytes = c_.head_dim * sizeof(T);
