@@ -235,7 +235,7 @@ void MatMulRows(const Kernels& k, const WeightMatrix& w, const float* x, int n_t
       // little less.
       if (w.dtype != DType::kF32 && r + kRowBlock + j < r1) {
         const uint8_t* p = base + (r + kRowBlock + j) * rb;
-        for (int64_t o = 0; o < rb; o += 64) qmm::PrefetchLine<true>(p + o);
+        for (int64_t o = 0; o < rb; o += 64) PrefetchLine<true>(p + o);
       }
       if (w.dtype == DType::kF32) {
         rows[j] = static_cast<const float*>(w.data) + (r + j) * w.cols;

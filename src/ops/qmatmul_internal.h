@@ -20,6 +20,7 @@
 #include "ops/cpu_features.h"
 #include "ops/ops.h"
 #include "util/aligned.h"
+#include "util/prefetch.h"
 
 namespace goose::qmm {
 
@@ -149,18 +150,6 @@ inline __attribute__((always_inline)) void Q8LevelsToLanes(const uint8_t* p, int
 }
 
 #pragma GCC pop_options
-
-// Prefetches the cache line at p into L2 (and L1 with kToL1). An asm statement, not
-// _mm_prefetch: GCC 12 deleted the AMX path's whole prefetch loops as dead code (the object
-// file had no prefetch instruction at all), which an asm volatile cannot be.
-template <bool kToL1>
-inline void PrefetchLine(const void* p) {
-  if constexpr (kToL1) {
-    __asm__ volatile("prefetcht0 %0" : : "m"(*static_cast<const char*>(p)));
-  } else {
-    __asm__ volatile("prefetcht1 %0" : : "m"(*static_cast<const char*>(p)));
-  }
-}
 
 // PrefetchLine over the lines of bytes [lo, hi) from p (lo rounded down to a line).
 template <bool kToL1>
