@@ -305,7 +305,8 @@ void PrintSummary(const GenerateFlags& f, size_t n_prompt, const GenerateResult&
   } else if (!f.model_draft.empty()) {
     // Said, so that a user who gave -md does not wonder where its figures went.
     std::fprintf(stderr, "draft model: not run (%s)\n",
-                 f.budget.empty() || f.budget == "auto" ? "--budget auto found no tree it pays for" : "no cycle drafted");
+                 f.budget.empty() || f.budget == "auto" ? "--budget auto found no tree it pays for"
+                                                        : "no cycle drafted");
   }
   if (r.hit_context_limit) {
     std::fprintf(stderr, "goose: note: stopped at the context limit of %d tokens (raise -c)\n",

@@ -75,6 +75,8 @@ class HeadTask {
   const float* Query(int m) const { return q_ + head_offset(m); }
   float* Output(int m) const { return out_ + head_offset(m); }
   float* Scores(int m) const { return scores_ + static_cast<size_t>(m) * width_; }
+  // Rows m and m + 1 are two heads of one query: the same keys, so one load serves both.
+  bool PairsWithNext(int m) const { return m + 1 < rows() && query_of(m + 1) == query_of(m); }
   int Depth(int i) const { return s_.depth[s_.base + i]; }
   // The keys query i sees: the contiguous cache rows [FirstKey(i), KeysEnd(i)), then (unless
   // the pending nodes are a chain, whose ancestors are those rows' continuation) its ancestors
@@ -116,9 +118,9 @@ class HeadTask {
         const int e = std::min(j1, KeysEnd(query_of(m)));
         if (j >= e) continue;
         const T* keys = k_head_ + static_cast<size_t>(j) * kv_dim_;
-        // Two heads of a query share each key load; not the first row, which brings the tile
-        // from memory with 16 keys' loads in flight at once (DotBatch2 has 8: measured slower).
-        if (m > 0 && m + 1 < rows() && query_of(m + 1) == query_of(m)) {
+        // Not the first row: it brings the tile from memory with 16 keys' loads in flight at
+        // once (DotBatch2 has 8: measured slower).
+        if (m > 0 && PairsWithNext(m)) {
           DotBatch2(Query(m), Query(m + 1), keys, kv_dim_, e - j, c_.head_dim, c_.attn_scale,
                     Scores(m) + j, Scores(m + 1) + j);
           ++m;
@@ -158,7 +160,7 @@ class HeadTask {
         const int e = std::min(j1, KeysEnd(query_of(m)));
         if (j >= e) continue;
         const T* values = v_head_ + static_cast<size_t>(j) * kv_dim_;
-        if (m + 1 < rows() && query_of(m + 1) == query_of(m)) {  // two heads, the same keys
+        if (PairsWithNext(m)) {
           AxpyRows2(Scores(m) + j, Scores(m + 1) + j, values, kv_dim_, e - j, c_.head_dim,
                     Output(m), Output(m + 1));
           ++m;

@@ -168,13 +168,13 @@ struct Kernels {
   int (*first_above)(const float*, int, float);
 };
 
-#define GOOSE_KERNELS(ns)                                                                      \
-  Kernels {                                                                                    \
-    ns::Dot, ns::DotRowsTokens, ns::Axpy, ns::DotBatch, ns::AxpyRows, ns::DotGather,           \
-        ns::AxpyGather, ns::DotBatchF16, ns::AxpyRowsF16, ns::DotGatherF16, ns::AxpyGatherF16, \
-        ns::DotBatch2, ns::DotBatch2F16, ns::AxpyRows2, ns::AxpyRows2F16,                      \
-        ns::ToF16, ns::Softmax, ns::SwiGlu, ns::GeluGlu, ns::SoftCap, ns::ConvertF16,          \
-        ns::ConvertBF16, ns::DequantQ8_0, ns::FirstAbove                                       \
+#define GOOSE_KERNELS(ns)                                                                         \
+  Kernels {                                                                                       \
+    ns::Dot, ns::DotRowsTokens, ns::Axpy, ns::DotBatch, ns::AxpyRows, ns::DotGather,              \
+        ns::AxpyGather, ns::DotBatchF16, ns::AxpyRowsF16, ns::DotGatherF16, ns::AxpyGatherF16,    \
+        ns::DotBatch2, ns::DotBatch2F16, ns::AxpyRows2, ns::AxpyRows2F16, ns::ToF16, ns::Softmax, \
+        ns::SwiGlu, ns::GeluGlu, ns::SoftCap, ns::ConvertF16, ns::ConvertBF16, ns::DequantQ8_0,   \
+        ns::FirstAbove                                                                            \
   }
 const Kernels kKernels[] = {GOOSE_KERNELS(kern_base), GOOSE_KERNELS(kern_avx2),
                             GOOSE_KERNELS(kern_avx512)};

@@ -62,8 +62,8 @@ TEST(CliDraft, DraftMethodsPrintPlainTextAndReportDraftWork) {
     const std::string flag = std::string(spec) == "graft" ? " -md " : " --model-draft ";
     // A fixed budget: under --budget auto whether the draft model pays depends on the machine's
     // load (CI once measured it costlier and ran plain steps).
-    const RunResult r = Goose("generate -m " + Tiny() + flag + weak + kPrompt + " --spec " + spec +
-                              " --budget 8");
+    const RunResult r =
+        Goose("generate -m " + Tiny() + flag + weak + kPrompt + " --spec " + spec + " --budget 8");
     ASSERT_EQ(r.exit_code, 0) << spec << ": " << r.err;
     EXPECT_EQ(r.out, plain.out) << spec;
     EXPECT_NE(r.err.find("draft model: "), std::string::npos) << r.err;
